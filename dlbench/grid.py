@@ -1,0 +1,97 @@
+"""Expand a validated config into the list of runs (and the cells no framework can fill).
+
+Checks that a JSON schema cannot express live here too (model not built by a framework,
+strategy a framework does not offer); each raises `ConfigError` naming the key and value.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from dlbench import protocol as protocols
+from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
+from dlbench.models import CATALOGUE
+from dlbench.runners import capabilities, framework_names
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Grid:
+    runs: list[RunCoords]
+    unavailable: dict[CellKey, str]  # cells that are in the grid but cannot run, with why
+    protocol: dict
+
+
+def _matches(rule: dict, values: dict) -> bool:
+    """An exclude/only rule matches when every key it names matches (a value or a list)."""
+    for key, wanted in rule.items():
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        if str(values[key]) not in {str(w) for w in wanted}:
+            return False
+    return True
+
+
+def check_semantics(config: dict) -> None:
+    """What the schema cannot say: cross-references between keys."""
+    known = framework_names()
+    grid = config["grid"]
+    for fw in grid["frameworks"]:
+        if fw not in known:
+            raise ConfigError(f"grid.frameworks: unknown framework {fw!r}; known: {known}")
+    for model in grid["models"]:
+        if model not in CATALOGUE:
+            raise ConfigError(f"grid.models: unknown model {model!r}; known: {sorted(CATALOGUE)}")
+    for fw, strategies in grid.get("strategies", {}).items():
+        if fw not in grid["frameworks"]:
+            raise ConfigError(f"grid.strategies.{fw}: framework {fw!r} is not in grid.frameworks")
+        offered = capabilities(fw)["strategies"]
+        for s in strategies:
+            if s not in offered:
+                raise ConfigError(f"grid.strategies.{fw}: {fw} does not offer strategy {s!r}; it offers {list(offered)}")
+    for fw in grid["frameworks"]:
+        for precision in grid["precision"]:
+            if precision not in capabilities(fw)["precisions"]:
+                raise ConfigError(f"grid.precision: {fw} does not offer precision {precision!r}")
+    needs_strategy = [s for s in grid["scales"] if Scale.parse(s).devices > 1]
+    for fw in grid["frameworks"]:
+        if needs_strategy and not grid.get("strategies", {}).get(fw):
+            raise ConfigError(
+                f"grid.strategies.{fw}: scales {needs_strategy} use several devices, so {fw} needs at least one strategy"
+            )
+    coordinate_keys = set(CellKey.__dataclass_fields__) | {"repeat"}
+    for list_name in ("exclude", "only"):
+        for i, rule in enumerate(grid.get(list_name, [])):
+            for key in rule:
+                if key not in coordinate_keys:
+                    raise ConfigError(f"grid.{list_name}[{i}]: unknown coordinate {key!r}; use one of {sorted(coordinate_keys)}")
+
+
+def expand(config: dict) -> Grid:
+    check_semantics(config)
+    grid = config["grid"]
+    proto = protocols.resolve(config["protocol"])
+    runs: list[RunCoords] = []
+    unavailable: dict[CellKey, str] = {}
+    combos = itertools.product(
+        grid["frameworks"], grid["models"], grid["precision"], grid["data"], grid["batch_per_device"], grid["scales"]
+    )
+    for fw, model, precision, data, batch, scale in combos:
+        caps = capabilities(fw)
+        strategies = [SINGLE_DEVICE] if Scale.parse(scale).devices == 1 else grid["strategies"][fw]
+        for strategy in strategies:
+            cell = CellKey(fw, model, precision, data, str(batch), scale, strategy)
+            values = cell.as_dict()
+            if any(_matches(rule, values) for rule in grid.get("exclude", [])):
+                continue
+            if grid.get("only") and not any(_matches(rule, values) for rule in grid["only"]):
+                continue
+            if model not in caps["models"]:
+                unavailable[cell] = caps["unavailable"].get(model, f"{fw} has no {model} model")
+                continue
+            runs.extend(RunCoords(**values, repeat=r) for r in range(1, proto["repeats"] + 1))
+    return Grid(runs=runs, unavailable=unavailable, protocol=proto)

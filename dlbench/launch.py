@@ -1,0 +1,208 @@
+"""Start the processes of one run: one per device, locally or through `srun`.
+
+    python -m dlbench.launch --framework pytorch --model resnet50 ... --run-dir DIR
+
+As the launcher it starts `devices` rank processes (local subprocesses, or `srun` inside
+a Slurm allocation), waits for them and writes `launch.json` (rank exit codes, wall time):
+the file Snakemake tracks. As a rank (DLBENCH_RANK, or SLURM_PROCID under srun) it runs
+`dlbench.worker.run_rank`, which writes `rank<k>.steps.jsonl`.
+
+A failed, OOM or killed run is a result, not an error: the launcher exits 0 once it has
+written `launch.json`, so Snakemake never deletes the raw logs of a failed run and the
+rest of the grid goes on. It refuses to start where raw logs already exist. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dlbench import provenance
+from dlbench.coords import RUN_FIELDS, RunCoords
+from dlbench.models import CATALOGUE
+from dlbench.runners.base import Distributed, RunSpec
+from dlbench.steplog import rank_log_name
+from dlbench.worker import run_rank
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in RUN_FIELDS:
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--preset", required=True)
+    p.add_argument("--warmup-steps", type=int, required=True)
+    p.add_argument("--measured-steps", type=int, required=True)
+    p.add_argument("--statistic", required=True)
+    p.add_argument("--image-size", type=int, default=0, help="0: the model's default")
+    p.add_argument("--seq-len", type=int, default=0, help="0: the model's default")
+    p.add_argument("--resolved-batch", type=int, default=0, help="per-device batch when --batch is 'max'")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for the whole run")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--time-limit", type=int, default=0, help="seconds per rank; 0 = none")
+    p.add_argument("--progress-every", type=int, default=10)
+    p.add_argument("--env-lock", default=None, help="the environment's lock file (hashed into the header)")
+    p.add_argument("--launcher", default="local", choices=["local", "srun"])
+    return p.parse_args(argv)
+
+
+def coords_from(args: argparse.Namespace) -> RunCoords:
+    return RunCoords.from_dict({name: getattr(args, name) for name in RUN_FIELDS})
+
+
+def spec_from(args: argparse.Namespace, dist: Distributed) -> RunSpec:
+    coords = coords_from(args)
+    meta = CATALOGUE[coords.model]
+    batch = args.resolved_batch or int(coords.batch)
+    return RunSpec(
+        coords=coords,
+        batch=batch,
+        image_size=args.image_size or meta.get("default_image_size", 0),
+        seq_len=args.seq_len or meta.get("default_seq_len", 0),
+        threads=max(1, args.threads // max(1, dist.local_world_size)),
+        device=args.device,
+        compile=args.compile,
+        seed=coords.repeat,
+        dist=dist,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_environment() -> Distributed | None:
+    """This process's place in the run, if it is a rank (else None: it is the launcher)."""
+    env = os.environ
+    if "DLBENCH_RANK" in env:
+        return Distributed(
+            rank=int(env["DLBENCH_RANK"]),
+            world_size=int(env["DLBENCH_WORLD_SIZE"]),
+            local_rank=int(env["DLBENCH_LOCAL_RANK"]),
+            local_world_size=int(env["DLBENCH_LOCAL_WORLD_SIZE"]),
+            master_addr=env["DLBENCH_MASTER_ADDR"],
+            master_port=int(env["DLBENCH_MASTER_PORT"]),
+            node=env.get("DLBENCH_NODE", socket.gethostname()),
+        )
+    if "SLURM_PROCID" in env and "DLBENCH_SRUN" in env:
+        from dlbench import slurm
+
+        return slurm.distributed_from_environment()
+    return None
+
+
+def run_as_rank(args: argparse.Namespace, dist: Distributed) -> int:
+    protocol = {
+        "preset": args.preset,
+        "warmup_steps": args.warmup_steps,
+        "measured_steps": args.measured_steps,
+        "statistic": args.statistic,
+    }
+    spec = spec_from(args, dist)
+    log_path = Path(args.run_dir) / rank_log_name(dist.rank)
+    run_rank(
+        spec,
+        protocol,
+        str(log_path),
+        progress_every=args.progress_every,
+        time_limit_s=args.time_limit,
+        provenance=provenance.collect(args.env_lock),
+    )
+    return 0
+
+
+def launch_local(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
+    coords = coords_from(args)
+    scale = coords.scale_obj
+    if scale.nodes != 1:
+        sys.exit(f"scale {coords.scale}: {scale.nodes} nodes need a Slurm allocation (--launcher srun)")
+    world = scale.devices
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(
+            os.environ,
+            DLBENCH_RANK=str(rank),
+            DLBENCH_WORLD_SIZE=str(world),
+            DLBENCH_LOCAL_RANK=str(rank),
+            DLBENCH_LOCAL_WORLD_SIZE=str(world),
+            DLBENCH_MASTER_ADDR="127.0.0.1",
+            DLBENCH_MASTER_PORT=str(port),
+            DLBENCH_NODE=socket.gethostname(),
+        )
+        procs.append(subprocess.Popen([sys.executable, "-m", "dlbench.launch", *argv], env=env))
+    return wait_for_ranks(procs, args)
+
+
+def wait_for_ranks(procs: list[subprocess.Popen], args: argparse.Namespace) -> list[int | None]:
+    """Wait for every rank; returns their exit codes (None: killed by this launcher)."""
+    # Ranks enforce their own time limit; this bound catches a rank stuck in a collective.
+    deadline = time.monotonic() + args.time_limit + 120 if args.time_limit else None
+    killed = set()
+    for i, proc in enumerate(procs):
+        remaining = None if deadline is None else max(1.0, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            for j, other in enumerate(procs):
+                if other.poll() is None:
+                    other.kill()
+                    killed.add(j)
+            proc.wait()
+    return [None if i in killed else p.returncode for i, p in enumerate(procs)]
+
+
+def write_launch_record(args: argparse.Namespace, world: int, exit_codes: list, started: float) -> None:
+    run_dir = Path(args.run_dir)
+    missing = [r for r in range(world) if not (run_dir / rank_log_name(r)).exists()]
+    if missing:
+        print(f"[dlbench] ranks {missing} left no step log in {run_dir}", file=sys.stderr)
+    record = {
+        "world_size": world,
+        "rank_exit_codes": exit_codes,
+        "ranks_without_log": missing,
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "launcher": args.launcher,
+    }
+    (run_dir / "launch.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    dist = rank_environment()
+    if dist is not None:
+        return run_as_rank(args, dist)
+    run_dir = Path(args.run_dir)
+    existing = sorted(run_dir.glob("rank*.steps.jsonl"))
+    if existing:
+        sys.exit(
+            f"dlbench: raw step logs already exist in {run_dir} ({existing[0].name}); dlbench never "
+            "overwrites raw logs: move that directory away to run this cell again"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    world = coords_from(args).devices
+    if args.launcher == "srun":
+        from dlbench import slurm
+
+        exit_codes = slurm.launch(args, argv)
+    elif world == 1:
+        exit_codes = [run_as_rank(args, Distributed(node=socket.gethostname()))]
+    else:
+        exit_codes = launch_local(args, argv)
+    write_launch_record(args, world, exit_codes, started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Measurement protocol presets, named after the study that used them. Stdlib only."""
+
+from __future__ import annotations
+
+STATISTICS = ("mean", "median", "olympic_mean")
+
+# warm-up steps, measured steps, repeats, statistic over repeats.
+PRESETS: dict[str, dict] = {
+    # CAICT 2020 open-source framework test: 120 mini-batches, first 20 warm-up, 3 runs, mean.
+    "caict2020": {"warmup_steps": 20, "measured_steps": 100, "repeats": 3, "statistic": "mean"},
+    # tf_cnn_benchmarks: 10 warm-up steps, 100 measured, 5 runs averaged.
+    "tf_cnn_benchmarks": {"warmup_steps": 10, "measured_steps": 100, "repeats": 5, "statistic": "mean"},
+    # OneFlow DLPerf: 7 runs, median.
+    "dlperf": {"warmup_steps": 20, "measured_steps": 100, "repeats": 7, "statistic": "median"},
+    # PaddlePaddle VGG16 baseline: 7 runs, median.
+    "paddle": {"warmup_steps": 20, "measured_steps": 100, "repeats": 7, "statistic": "median"},
+    # MLPerf-style olympic mean: drop the best and the worst repeat.
+    "mlperf": {"warmup_steps": 20, "measured_steps": 100, "repeats": 5, "statistic": "olympic_mean"},
+}
+
+OVERRIDABLE = ("warmup_steps", "measured_steps", "repeats", "statistic")
+
+
+def resolve(protocol_config: dict) -> dict:
+    """Preset values with the config's individual overrides applied."""
+    name = protocol_config["preset"]
+    if name not in PRESETS:
+        raise ValueError(f"protocol.preset: unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    resolved = {"preset": name, **PRESETS[name]}
+    for key in OVERRIDABLE:
+        if protocol_config.get(key) is not None:
+            resolved[key] = protocol_config[key]
+    return resolved

@@ -1,0 +1,36 @@
+"""Framework registry: every module in this package except `base` is a framework.
+
+Adding a framework (PaddlePaddle, JAX, ...) is adding one module here (and its lock in
+envs/). Importing a framework module must not import the framework itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+_NOT_FRAMEWORKS = {"base"}
+
+
+def framework_names() -> list[str]:
+    return sorted(
+        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_FRAMEWORKS and not m.name.startswith("_")
+    )
+
+
+def framework_module(name: str) -> ModuleType:
+    if name not in framework_names():
+        raise KeyError(f"unknown framework {name!r}; known: {framework_names()}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def capabilities(name: str) -> dict:
+    """What a framework offers, read without importing the framework."""
+    module = framework_module(name)
+    return {
+        "models": tuple(module.MODELS),
+        "unavailable": dict(getattr(module, "UNAVAILABLE", {})),
+        "strategies": tuple(module.STRATEGIES),
+        "precisions": tuple(module.PRECISIONS),
+    }

@@ -1,0 +1,84 @@
+"""The runner interface: one framework is one module behind it. Stdlib only.
+
+A framework module `dlbench/runners/<name>.py` defines, at module level and without
+importing its framework (the analysis environment imports it to validate config):
+
+    FRAMEWORK   its name in config
+    MODELS      models it builds (keys of dlbench.models.CATALOGUE)
+    UNAVAILABLE {model: reason} for models it cannot build; the grid keeps those cells
+    STRATEGIES  multi-device strategies it offers (the single-device strategy is implicit)
+    PRECISIONS  precisions it offers
+    Runner      a subclass of `Runner` below
+
+The timing loop, warm-up/measure window, progress output, error classification and
+step-log writing live once, in `dlbench.worker`; a Runner only builds and steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from dlbench.coords import RunCoords
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """Where this process sits in the job (filled by the launcher from Slurm or local spawn)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    node: str = "localhost"
+    # Extra addresses some strategies need (e.g. MXNet's parameter server), by role.
+    endpoints: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    coords: RunCoords
+    batch: int  # resolved per-device batch (config may say "max")
+    image_size: int
+    seq_len: int
+    threads: int  # intra-op threads for this process (CPU stand-in for one device)
+    device: str  # "cpu" here, "cuda" on a GPU cluster
+    compile: bool = False
+    seed: int = 0
+    dist: Distributed = field(default_factory=Distributed)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Runner:
+    """Base class; framework modules override the methods below."""
+
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+
+    def build(self) -> None:
+        """Initialise the strategy, create model, optimizer and on-device synthetic batch."""
+        raise NotImplementedError
+
+    def step(self):
+        """One training step. Returns a loss handle; must not force a host sync."""
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        """Block until all queued device work has finished."""
+
+    def loss_value(self, handle) -> float:
+        """Turn a loss handle into a float (called after the timed loop)."""
+        return float(handle)
+
+    def describe(self) -> dict:
+        """Versions, device, parameter count and training FLOPs per sample where known."""
+        return {}
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError)
+
+    def close(self) -> None:
+        """Tear down process groups etc."""
