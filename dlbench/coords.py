@@ -15,9 +15,7 @@ SAFE_NAME = r"[a-z][a-z0-9_]*"
 SCALE_PATTERN = r"[1-9][0-9]*x[1-9][0-9]*"
 BATCH_PATTERN = r"[1-9][0-9]*|max"
 
-RUN_DIR_TEMPLATE = (
-    "results/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
-)
+RUN_DIR_TEMPLATE = "results/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
 
 # Snakemake wildcard constraints, one per coordinate (used by common.smk).
 WILDCARD_CONSTRAINTS = {
@@ -122,10 +120,7 @@ class CellKey:
 
     @property
     def label(self) -> str:
-        return (
-            f"{self.framework} {self.model} {self.precision} {self.data} "
-            f"bs{self.batch} {self.scale} {self.strategy}"
-        )
+        return f"{self.framework} {self.model} {self.precision} {self.data} bs{self.batch} {self.scale} {self.strategy}"
 
 
 CELL_FIELDS = [f.name for f in fields(CellKey)]

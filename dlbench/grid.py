@@ -52,7 +52,9 @@ def check_semantics(config: dict) -> None:
         offered = capabilities(fw)["strategies"]
         for s in strategies:
             if s not in offered:
-                raise ConfigError(f"grid.strategies.{fw}: {fw} does not offer strategy {s!r}; it offers {list(offered)}")
+                raise ConfigError(
+                    f"grid.strategies.{fw}: {fw} does not offer strategy {s!r}; it offers {list(offered)}"
+                )
     for fw in grid["frameworks"]:
         for precision in grid["precision"]:
             if precision not in capabilities(fw)["precisions"]:
@@ -61,14 +63,16 @@ def check_semantics(config: dict) -> None:
     for fw in grid["frameworks"]:
         if needs_strategy and not grid.get("strategies", {}).get(fw):
             raise ConfigError(
-                f"grid.strategies.{fw}: scales {needs_strategy} use several devices, so {fw} needs at least one strategy"
+                f"grid.strategies.{fw}: scales {needs_strategy} use several devices: {fw} needs a strategy"
             )
     coordinate_keys = set(CellKey.__dataclass_fields__) | {"repeat"}
     for list_name in ("exclude", "only"):
         for i, rule in enumerate(grid.get(list_name, [])):
             for key in rule:
                 if key not in coordinate_keys:
-                    raise ConfigError(f"grid.{list_name}[{i}]: unknown coordinate {key!r}; use one of {sorted(coordinate_keys)}")
+                    raise ConfigError(
+                        f"grid.{list_name}[{i}]: unknown coordinate {key!r}; use one of {sorted(coordinate_keys)}"
+                    )
 
 
 def expand(config: dict) -> Grid:

@@ -148,7 +148,7 @@ def wait_for_ranks(procs: list[subprocess.Popen], args: argparse.Namespace) -> l
     # Ranks enforce their own time limit; this bound catches a rank stuck in a collective.
     deadline = time.monotonic() + args.time_limit + 120 if args.time_limit else None
     killed = set()
-    for i, proc in enumerate(procs):
+    for proc in procs:
         remaining = None if deadline is None else max(1.0, deadline - time.monotonic())
         try:
             proc.wait(timeout=remaining)

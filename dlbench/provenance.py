@@ -65,7 +65,11 @@ def gpu_info() -> dict | None:
 
 def collect(env_lock: str | None = None) -> dict:
     """What this process runs on; cheap enough to call once per rank."""
-    slurm = {k.lower(): os.environ[k] for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CLUSTER_NAME") if k in os.environ}
+    slurm = {
+        k.lower(): os.environ[k]
+        for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CLUSTER_NAME")
+        if k in os.environ
+    }
     return {
         "os": platform.platform(),
         "cpu_model": cpu_model(),

@@ -5,6 +5,7 @@ This is the single timing loop for every framework. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -137,10 +138,9 @@ def run_rank(
             max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         )
         if runner is not None:
-            try:
+            # Teardown of a broken process group must not hide the status.
+            with contextlib.suppress(Exception):
                 runner.close()
-            except Exception:  # teardown of a broken process group must not hide the status
-                pass
     return status
 
 
