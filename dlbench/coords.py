@@ -17,6 +17,9 @@ BATCH_PATTERN = r"[1-9][0-9]*|max"
 
 RUN_DIR_TEMPLATE = "results/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
 
+# The file Snakemake tracks per run (written by the launcher; raw rank logs sit beside it).
+RUN_RECORD_TEMPLATE = RUN_DIR_TEMPLATE + "/launch.json"
+
 # Snakemake wildcard constraints, one per coordinate (used by common.smk).
 WILDCARD_CONSTRAINTS = {
     "framework": SAFE_NAME,

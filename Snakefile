@@ -1,0 +1,26 @@
+# dlbench: the experiment grid in config/ becomes one training job per run, then tables,
+# figures and the report. Usage: README.md.
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/envs.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/report/index.html",
+        "results/tables/cells.md",
+        "results/figures/throughput.png",
+        "results/figures/speedup.png",
+
+
+rule runs:
+    input:
+        all_run_records(),

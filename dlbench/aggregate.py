@@ -1,0 +1,147 @@
+"""Step logs → per-run throughput → per-cell statistics, speedup and scaling efficiency.
+
+The one reader of step logs after the runners (through `dlbench.steplog.read_steplog`).
+
+Per run, global throughput = measured samples of all ranks ÷ the longest rank's measured
+window (window = the steps after warm-up, from the first measured step's start to the
+last one's end). Clocks of different processes are never compared, and no rank's number
+is multiplied by the world size.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench import stats
+from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
+from dlbench.provenance import sha256_file
+from dlbench.steplog import StepLog, rank_log_name, read_steplog
+
+# Worst first: the status a cell shows when no repeat produced a number.
+FAILURE_ORDER = ("oom", "timeout", "cancelled", "failed", "killed", "invalid", "missing")
+
+
+def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
+    """One row of runs.csv: status, throughput and evidence for one run."""
+    run_dir = Path(root) / coords.run_dir
+    world = coords.devices
+    row: dict = {**coords.as_dict(), "devices": world, "status": "ok", "reason": "", "throughput": math.nan}
+    logs: list[StepLog] = []
+    problems: list[str] = []
+    for rank in range(world):
+        path = run_dir / rank_log_name(rank)
+        if not path.exists():
+            problems.append(f"rank {rank}: no step log")
+            continue
+        log = read_steplog(path)
+        logs.append(log)
+        problems.extend(f"rank {rank}: {p}" for p in log.problems if not p.startswith("missing footer"))
+    row["log_files"] = ";".join(str(Path(coords.run_dir) / rank_log_name(r)) for r in range(world))
+    row["log_sha256"] = ";".join(sha256_file(log.path) for log in logs)
+
+    statuses = [log.status for log in logs]
+    if problems:
+        row["status"] = "missing" if any("no step log" in p for p in problems) else "invalid"
+        row["reason"] = "; ".join(problems)
+        return row
+    failed = [s for s in statuses if s != "ok"]
+    if failed:
+        row["status"] = min(failed, key=FAILURE_ORDER.index)
+        row["reason"] = "; ".join(
+            f"rank {log.header['rank'] if log.header else '?'}: {log.status}"
+            + (f": {log.footer['error']}" if log.footer and log.footer.get("error") else "")
+            for log in logs
+            if log.status != "ok"
+        )
+        return row
+
+    header = logs[0].header
+    measured = [log.measured_steps() for log in logs]
+    if any(not steps for steps in measured):
+        row.update(status="invalid", reason="a rank has no measured steps")
+        return row
+    windows = [steps[-1]["t_end"] - steps[0]["t_start"] for steps in measured]
+    samples = sum(s["samples"] for steps in measured for s in steps)
+    first_losses = [s["loss"] for s in logs[0].steps if s.get("loss") is not None]
+    row.update(
+        throughput=stats.window_throughput(samples, max(windows)),
+        window_s=max(windows),
+        measured_samples=samples,
+        measured_steps=len(measured[0]),
+        warmup_steps=sum(1 for s in logs[0].steps if s["phase"] == "warmup"),
+        step_time_median_s=float(pd.Series([s["t_end"] - s["t_start"] for s in measured[0]]).median()),
+        loss_first=first_losses[0] if first_losses else math.nan,
+        loss_last=first_losses[-1] if first_losses else math.nan,
+        framework_version=header["framework"].get("version", ""),
+        nodes=";".join(sorted({log.header["node"] for log in logs})),
+        image_size=header.get("image_size"),
+        seq_len=header.get("seq_len"),
+        trainable_params=header["framework"].get("trainable_params"),
+        flops_per_sample=header["framework"].get("train_flops_per_sample"),
+    )
+    return row
+
+
+def runs_table(runs: list[RunCoords], root: str | Path = ".") -> pd.DataFrame:
+    rows = [summarize_run(c, root) for c in runs]
+    df = pd.DataFrame(rows)
+    return df if not df.empty else pd.DataFrame(columns=[*RUN_FIELDS, "status", "throughput"])
+
+
+def _cell_status(statuses: list[str], n_ok: int) -> str:
+    if n_ok == len(statuses):
+        return "ok"
+    if n_ok > 0:
+        return "partial"
+    return min(statuses, key=lambda s: FAILURE_ORDER.index(s) if s in FAILURE_ORDER else len(FAILURE_ORDER))
+
+
+def cells_table(
+    runs: pd.DataFrame, statistic: str, unavailable: dict[CellKey, str] | None = None, noisy_cv: float = 0.1
+) -> pd.DataFrame:
+    """One row per cell: the preset's statistic across repeats, spread, speedup, efficiency."""
+    rows = []
+    for key, group in runs.groupby(CELL_FIELDS, sort=True):
+        ok = group[group["status"] == "ok"]["throughput"].dropna().to_numpy()
+        statuses = group["status"].tolist()
+        reasons = sorted({r for r in group["reason"] if r})
+        rows.append(
+            {
+                **dict(zip(CELL_FIELDS, key, strict=True)),
+                "devices": Scale.parse(key[CELL_FIELDS.index("scale")]).devices,
+                "status": _cell_status(statuses, len(ok)),
+                "reason": " | ".join(reasons),
+                "statistic": statistic,
+                "throughput": stats.statistic(statistic, ok),
+                "n": len(ok),
+                "repeats": len(group),
+                "mean": stats.mean(ok),
+                "median": stats.median(ok),
+                "olympic_mean": stats.olympic_mean(ok),
+                "std": stats.std(ok),
+                "cv": stats.cv(ok),
+            }
+        )
+    for cell, reason in (unavailable or {}).items():
+        scale = Scale.parse(cell.scale)
+        rows.append({**cell.as_dict(), "devices": scale.devices, "status": "n/a", "reason": reason, "n": 0})
+    cells = pd.DataFrame(rows)
+    if cells.empty:
+        return cells
+    cells["noisy"] = cells["cv"] > noisy_cv
+    return add_speedup(cells)
+
+
+def add_speedup(cells: pd.DataFrame) -> pd.DataFrame:
+    """speedup = cell throughput ÷ the 1-device cell with the same other coordinates;
+    efficiency = speedup ÷ devices."""
+    base_keys = [f for f in CELL_FIELDS if f not in ("scale", "strategy")]
+    single = cells[cells["devices"] == 1][[*base_keys, "throughput"]].rename(columns={"throughput": "baseline"})
+    single = single.drop_duplicates(subset=base_keys)
+    merged = cells.merge(single, on=base_keys, how="left")
+    merged["speedup"] = merged["throughput"] / merged["baseline"]
+    merged["efficiency"] = merged["speedup"] / merged["devices"]
+    return merged.drop(columns=["baseline"])

@@ -1,0 +1,136 @@
+"""Figures from cells.csv (matplotlib). One style: fixed framework colours, units on axes."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dlbench.coords import Scale  # noqa: E402
+from dlbench.models import CATALOGUE, sample_unit  # noqa: E402
+
+FRAMEWORK_COLOURS = {"tensorflow": "#ff8f00", "pytorch": "#d62728", "mxnet": "#1f77b4"}
+FALLBACK_COLOURS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2"]
+STATUS_LABELS = {
+    "oom": "OOM",
+    "timeout": "TIMEOUT",
+    "cancelled": "CANCELLED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "invalid": "BAD LOG",
+    "missing": "NO LOG",
+    "n/a": "N/A",
+}
+
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "savefig.bbox": "tight"})
+
+
+def colour(framework: str) -> str:
+    if framework in FRAMEWORK_COLOURS:
+        return FRAMEWORK_COLOURS[framework]
+    return FALLBACK_COLOURS[hash(framework) % len(FALLBACK_COLOURS)]
+
+
+def series_label(framework: str, strategy: str) -> str:
+    return framework if strategy == "single" else f"{framework} ({strategy})"
+
+
+def _panels(cells: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    keys = ["model", "batch", "precision", "data"]
+    return list(cells.groupby(keys, sort=True))
+
+
+def _grid(n: int, width: float = 5.0, height: float = 3.6):
+    cols = min(n, 2)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes.flat
+
+
+def _panel_title(key: tuple) -> str:
+    model, batch, precision, data = key
+    return f"{CATALOGUE[model]['title']} — batch {batch}/device, {precision}, {data} data"
+
+
+def throughput_figure(cells: pd.DataFrame, path: str) -> None:
+    """Bars per scale, grouped by framework (and strategy); failed cells are labelled."""
+    panels = _panels(cells)
+    fig, axes = _grid(max(1, len(panels)))
+    for ax, (key, panel) in zip(axes, panels, strict=False):
+        scales = sorted(panel["scale"].unique(), key=lambda s: (Scale.parse(s).devices, s))
+        frameworks = sorted(panel["framework"].unique())
+        series = []
+        for fw in frameworks:
+            strategies = sorted(panel[panel["framework"] == fw]["strategy"].unique(), key=lambda s: s != "single")
+            multi = [s for s in strategies if s != "single"] or ["single"]
+            series.extend((fw, s) for s in multi)
+        width = 0.8 / max(1, len(series))
+        top = panel["throughput"].max()
+        top = top if top == top and top > 0 else 1.0
+        for i, (fw, strategy) in enumerate(series):
+            for j, scale in enumerate(scales):
+                chosen = panel[(panel["framework"] == fw) & (panel["scale"] == scale)]
+                chosen = chosen[chosen["strategy"].isin([strategy, "single"])]
+                if chosen.empty:
+                    continue
+                cell = chosen.iloc[0]
+                x = j - 0.4 + width * (i + 0.5)
+                value = cell["throughput"]
+                if value == value and value > 0:
+                    err = cell.get("std")
+                    ax.bar(
+                        x,
+                        value,
+                        width,
+                        color=colour(fw),
+                        yerr=err if err == err else None,
+                        capsize=2,
+                        label=series_label(fw, strategy) if j == 0 or cell["strategy"] != "single" else None,
+                        hatch="//" if bool(cell.get("noisy", False)) else None,
+                        edgecolor="white",
+                    )
+                if cell["status"] != "ok":
+                    text = STATUS_LABELS.get(cell["status"], cell["status"].upper())
+                    ax.text(x, top * 0.04, text, rotation=90, ha="center", va="bottom", fontsize=8, color="black")
+        ax.set_xticks(range(len(scales)))
+        ax.set_xticklabels([f"{s}\n({Scale.parse(s).caict_label})" for s in scales])
+        ax.set_xlabel("scale: nodes x devices per node")
+        ax.set_ylabel(f"throughput ({sample_unit(key[0])}/s)")
+        ax.set_title(_panel_title(key))
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=False))
+        if unique:
+            ax.legend(unique.values(), unique.keys(), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def speedup_figure(cells: pd.DataFrame, path: str) -> None:
+    """Speedup over the 1-device cell against devices, with the ideal (linear) line."""
+    panels = _panels(cells)
+    fig, axes = _grid(max(1, len(panels)))
+    for ax, (key, panel) in zip(axes, panels, strict=False):
+        devices_max = int(panel["devices"].max())
+        ax.plot([1, devices_max], [1, devices_max], "k--", lw=1, label="ideal (linear)")
+        for (fw, strategy), series in panel.groupby(["framework", "strategy"]):
+            if strategy == "single":
+                continue
+            single = panel[(panel["framework"] == fw) & (panel["devices"] == 1)]
+            points = pd.concat([single, series]).sort_values("devices")
+            ax.plot(points["devices"], points["speedup"], "o-", color=colour(fw), label=series_label(fw, strategy))
+            for _, cell in series[series["status"] != "ok"].iterrows():
+                ax.annotate(STATUS_LABELS.get(cell["status"], cell["status"]), (cell["devices"], 1), fontsize=8)
+        ax.set_xlabel("devices")
+        ax.set_ylabel("speedup over 1 device")
+        ax.set_title(_panel_title(key))
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""Tables for people: cells.csv → Markdown (one table per model/batch/precision/data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench.aggregate import cells_table, runs_table
+from dlbench.coords import Scale
+from dlbench.grid import Grid
+from dlbench.models import CATALOGUE, sample_unit
+
+STATUS_TEXT = {
+    "oom": "OOM",
+    "timeout": "TIMEOUT",
+    "cancelled": "CANCELLED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "invalid": "BAD LOG",
+    "missing": "NO LOG",
+    "n/a": "N/A",
+}
+
+
+def build(experiment: Grid, root: str | Path = ".", noisy_cv: float = 0.1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    runs = runs_table(experiment.runs, root)
+    cells = cells_table(runs, experiment.protocol["statistic"], experiment.unavailable, noisy_cv)
+    return runs, cells
+
+
+def cell_text(cell: pd.Series) -> str:
+    """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy) or its status."""
+    if cell["status"] in STATUS_TEXT:
+        return STATUS_TEXT[cell["status"]]
+    text = f"{cell['throughput']:.1f}"
+    if cell.get("std") == cell.get("std") and cell.get("n", 0) > 1:
+        text += f" ± {cell['std']:.1f}"
+    if cell["status"] == "partial":
+        text += f" * ({cell['n']}/{cell['repeats']})"
+    if bool(cell.get("noisy", False)):
+        text += " ~"
+    return text
+
+
+def scale_label(scale: str, strategy: str) -> str:
+    label = f"{scale} ({Scale.parse(scale).caict_label})"
+    return label if strategy == "single" else f"{label} {strategy}"
+
+
+def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """One framework-by-scale table per model/batch/precision/data."""
+    out = []
+    for (model, batch, precision, data), group in cells.groupby(["model", "batch", "precision", "data"], sort=True):
+        group = group.assign(
+            row=[scale_label(s, st) for s, st in zip(group["scale"], group["strategy"], strict=True)],
+            order=[Scale.parse(s).devices for s in group["scale"]],
+            text=[cell_text(c) for _, c in group.iterrows()],
+        ).sort_values(["order", "row"])
+        table = group.pivot_table(index="row", columns="framework", values="text", aggfunc="first", sort=False)
+        table.index.name = "scale"
+        title = f"{CATALOGUE[model]['title']}, batch {batch}/device, {precision}, {data} data ({sample_unit(model)}/s)"
+        out.append((title, table.fillna("")))
+    return out
+
+
+def markdown(cells: pd.DataFrame, protocol: dict) -> str:
+    lines = [
+        "# dlbench results",
+        "",
+        f"Protocol `{protocol['preset']}`: {protocol['warmup_steps']} warm-up steps, "
+        f"{protocol['measured_steps']} measured steps, {protocol['repeats']} repeats, "
+        f"statistic: {protocol['statistic']} (± sample std across repeats; * = not all repeats "
+        "produced a number; ~ = noisy, CV above threshold).",
+        "",
+    ]
+    for title, table in pivot(cells):
+        lines += [f"## {title}", "", table.to_markdown(), ""]
+    failed = cells[cells["status"] != "ok"]
+    if not failed.empty:
+        lines += ["## Cells without a full set of numbers", ""]
+        for _, c in failed.iterrows():
+            lines.append(
+                f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']}: "
+                f"{STATUS_TEXT.get(c['status'], c['status'])} — {c['reason']}"
+            )
+        lines.append("")
+    return "\n".join(lines)

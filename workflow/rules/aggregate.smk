@@ -1,0 +1,42 @@
+# Step logs → runs.csv (one row per run) → cells.csv (one row per cell) → figures.
+
+
+rule aggregate:
+    input:
+        records=all_run_records(),
+    output:
+        runs="results/tables/runs.csv",
+        cells=report(
+            "results/tables/cells.csv",
+            caption="../report/cells.rst",
+            category="Tables",
+        ),
+        markdown="results/tables/cells.md",
+    log:
+        "logs/aggregate.log",
+    conda:
+        ANALYSIS_ENV
+    script:
+        "../scripts/aggregate.py"
+
+
+rule figures:
+    input:
+        cells="results/tables/cells.csv",
+    output:
+        throughput=report(
+            "results/figures/throughput.png",
+            caption="../report/throughput.rst",
+            category="Figures",
+        ),
+        speedup=report(
+            "results/figures/speedup.png",
+            caption="../report/speedup.rst",
+            category="Figures",
+        ),
+    log:
+        "logs/figures.log",
+    conda:
+        ANALYSIS_ENV
+    script:
+        "../scripts/figures.py"
