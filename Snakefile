@@ -21,6 +21,11 @@ rule all:
         "results/figures/speedup.png",
 
 
+rule frameworks_envs:
+    input:
+        framework_envs(),
+
+
 rule runs:
     input:
         all_run_records(),

@@ -4,12 +4,15 @@
 
 rule framework_env:
     input:
-        lock="envs/{framework}.txt",
+        lock=os.path.join(REPO, "envs", "{framework}.txt"),
     output:
-        stamp=".venvs/{framework}/.dlbench-env",
+        stamp=os.path.join(VENVS, "{framework}", ".dlbench-env"),
     log:
         "logs/envs/{framework}.log",
     conda:
         ANALYSIS_ENV
+    params:
+        venv=lambda wildcards: os.path.join(VENVS, wildcards.framework),
+        script=workflow.source_path("../scripts/build_env.sh"),
     shell:
-        "bash workflow/scripts/build_env.sh {input.lock} .venvs/{wildcards.framework} {output.stamp} > {log} 2>&1"
+        "bash {params.script} {input.lock} {params.venv} {output.stamp} > {log} 2>&1"

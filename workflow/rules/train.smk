@@ -17,7 +17,8 @@ rule train:
         runtime=config["run"]["time_limit_s"] // 60 + 5,
     params:
         args=launch_arguments,
-        repo=workflow.basedir,
+        repo=REPO,
+        python=framework_python,
     shell:
-        "PYTHONPATH={params.repo} .venvs/{wildcards.framework}/bin/python -m dlbench.launch"
+        "PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
         " {params.args} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,69 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dlbench.coords import RunCoords  # noqa: E402
+from dlbench.steplog import StepLogWriter, rank_log_name  # noqa: E402
+
+
+def make_coords(**overrides) -> RunCoords:
+    values = dict(
+        framework="pytorch",
+        model="resnet50",
+        precision="fp32",
+        data="synthetic",
+        batch="8",
+        scale="1x1",
+        strategy="single",
+        repeat=1,
+    )
+    values.update(overrides)
+    return RunCoords(**values)
+
+
+def write_run(root: Path, coords: RunCoords, step_seconds, warmup=2, status="ok", error=None, batch=8, rank=None):
+    """Write rank logs for `coords` under root with the given per-step durations (one list per rank)."""
+    per_rank = step_seconds if isinstance(step_seconds[0], (list, tuple)) else [step_seconds]
+    ranks = range(len(per_rank)) if rank is None else [rank]
+    for r, durations in zip(ranks, per_rank):
+        path = root / coords.run_dir / rank_log_name(r)
+        header = {
+            "run": coords.as_dict(),
+            "rank": r,
+            "world_size": len(per_rank),
+            "node": f"node{r}",
+            "framework": {"name": coords.framework, "version": "test"},
+            "image_size": 64,
+        }
+        writer = StepLogWriter(path, header)
+        t = 100.0 + r
+        steps = []
+        for i, d in enumerate(durations):
+            steps.append(
+                {
+                    "i": i,
+                    "phase": "warmup" if i < warmup else "measure",
+                    "t_start": t,
+                    "t_end": t + d,
+                    "samples": batch,
+                    "loss": 1.0 / (i + 1),
+                }
+            )
+            t += d
+        writer.write_steps(steps)
+        writer.close(status, error)
+    return root / coords.run_dir
+
+
+def framework_python(name: str) -> Path:
+    return Path(os.environ.get("DLBENCH_VENVS", REPO / ".venvs")) / name / "bin" / "python"
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO

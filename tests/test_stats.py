@@ -1,0 +1,30 @@
+import math
+
+import pytest
+
+from dlbench import stats
+
+
+def test_mean_median_olympic_against_hand_values():
+    values = [10.0, 12.0, 11.0, 30.0, 1.0]
+    assert stats.mean(values) == pytest.approx(64 / 5)
+    assert stats.median(values) == 11.0
+    # drop 1 and 30: (10 + 11 + 12) / 3
+    assert stats.olympic_mean(values) == pytest.approx(11.0)
+
+
+def test_olympic_mean_drops_only_one_of_tied_extremes():
+    assert stats.olympic_mean([5, 5, 5, 9]) == pytest.approx(5.0)
+    assert stats.olympic_mean([2, 4]) == pytest.approx(3.0)  # too few to drop: plain mean
+
+
+def test_std_and_cv():
+    assert stats.std([2, 4, 4, 4, 5, 5, 7, 9]) == pytest.approx(2.138089935)
+    assert stats.cv([10, 10, 10]) == 0.0
+    assert math.isnan(stats.std([3.0]))
+
+
+def test_statistic_by_preset_name():
+    assert stats.statistic("median", [1, 2, 100]) == 2
+    with pytest.raises(KeyError):
+        stats.statistic("geomean", [1])

@@ -1,0 +1,76 @@
+import json
+import os
+
+import jsonschema
+import pytest
+import yaml
+
+from dlbench.steplog import SCHEMA, StepLogWriter, read_steplog
+from tests.conftest import REPO, make_coords, write_run
+
+
+def test_roundtrip_and_read_only(tmp_path):
+    run_dir = write_run(tmp_path, make_coords(), [0.5, 0.5, 0.2, 0.2, 0.2])
+    log = read_steplog(run_dir / "rank0.steps.jsonl")
+    assert log.valid, log.problems
+    assert log.header["schema"] == SCHEMA
+    assert [s["phase"] for s in log.steps] == ["warmup"] * 2 + ["measure"] * 3
+    assert log.status == "ok"
+    assert not os.access(run_dir / "rank0.steps.jsonl", os.W_OK) or os.geteuid() == 0
+    assert (os.stat(run_dir / "rank0.steps.jsonl").st_mode & 0o222) == 0
+
+
+def test_writer_refuses_to_overwrite(tmp_path):
+    run_dir = write_run(tmp_path, make_coords(), [0.1, 0.1, 0.1])
+    with pytest.raises(FileExistsError):
+        StepLogWriter(run_dir / "rank0.steps.jsonl", {})
+
+
+def test_records_match_the_published_json_schema(tmp_path):
+    with open(REPO / "workflow/schemas/steplog.schema.json") as f:
+        schema = json.load(f)
+    run_dir = write_run(tmp_path, make_coords(), [0.1, 0.1, 0.1])
+    for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines():
+        jsonschema.validate(json.loads(line), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"type": "footer", "status": "exploded"}, schema)
+
+
+def _corrupt(tmp_path, transform):
+    run_dir = write_run(tmp_path, make_coords(), [0.1, 0.1, 0.1, 0.1])
+    path = run_dir / "rank0.steps.jsonl"
+    os.chmod(path, 0o644)
+    path.write_text(transform(path.read_text()))
+    return read_steplog(path)
+
+
+def test_truncated_last_line_is_reported(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t[: t.rindex('{"type":"footer"') + 20])
+    assert not log.valid
+    assert any("truncated last line" in p for p in log.problems)
+
+
+def test_invalid_json_in_the_middle(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t.replace('"phase":"measure"', '"phase":measure', 1))
+    assert any("invalid JSON on line" in p for p in log.problems)
+
+
+def test_missing_footer_means_killed(tmp_path):
+    log = _corrupt(tmp_path, lambda t: "".join(t.splitlines(keepends=True)[:-1]))
+    assert log.status == "killed"
+    assert any("missing footer" in p for p in log.problems)
+
+
+def test_unknown_schema_version(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t.replace(SCHEMA, "dlbench.steplog/99"))
+    assert any("unknown schema version" in p for p in log.problems)
+
+
+def test_duplicate_step_indices(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t.replace('"i":3', '"i":2'))
+    assert any("duplicate step index 2" in p for p in log.problems)
+
+
+def test_schema_file_is_also_valid_yaml_loadable():
+    # The README points at this file; keep it loadable by both json and yaml readers.
+    assert yaml.safe_load((REPO / "workflow/schemas/steplog.schema.json").read_text())["title"]

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up the analysis environment (.venvs/analysis: Snakemake, pandas, matplotlib, pytest…)
+# from its hash lock on a fresh machine. Idempotent; a no-op when the lock is unchanged.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+command -v python3 >/dev/null || { echo "bootstrap: python3 (3.10+) is required" >&2; exit 1; }
+mkdir -p .venvs
+bash workflow/scripts/build_env.sh envs/analysis.txt .venvs/analysis .venvs/analysis/.dlbench-env
+# Make the dlbench package importable from Snakemake's scripts without installing it.
+site=$(.venvs/analysis/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$repo" > "$site/dlbench.pth"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# README command (1): set up, then run the embedded default grid end to end to the report.
+# Extra arguments go to Snakemake (e.g. --configfile config/grids/caict2020.yaml).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+bash tools/bootstrap.sh
+.venvs/analysis/bin/snakemake --profile profiles/local "$@"
+.venvs/analysis/bin/snakemake --profile profiles/local --report results/report/snakemake-report.html "$@"
+echo "Report: $repo/results/report/index.html (tables: results/tables/, figures: results/figures/)"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# README command (2): set up everything the tests need on a fresh machine, then run them.
+# Extra arguments go to pytest (e.g. -m "not slow").
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+bash tools/bootstrap.sh
+# The framework environments, through the same rule the pipeline uses.
+.venvs/analysis/bin/snakemake --profile profiles/local --quiet rules frameworks_envs
+exec .venvs/analysis/bin/python -m pytest -ra "$@"
