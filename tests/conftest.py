@@ -30,7 +30,7 @@ def write_run(root: Path, coords: RunCoords, step_seconds, warmup=2, status="ok"
     """Write rank logs for `coords` under root with the given per-step durations (one list per rank)."""
     per_rank = step_seconds if isinstance(step_seconds[0], (list, tuple)) else [step_seconds]
     ranks = range(len(per_rank)) if rank is None else [rank]
-    for r, durations in zip(ranks, per_rank):
+    for r, durations in zip(ranks, per_rank, strict=False):
         path = root / coords.run_dir / rank_log_name(r)
         header = {
             "run": coords.as_dict(),

@@ -45,7 +45,7 @@ def _cells(tmp_path, runs_spec, statistic="mean"):
 def test_cell_statistics_speedup_and_efficiency(tmp_path):
     one = [make_coords(repeat=r) for r in (1, 2, 3)]
     two = [make_coords(scale="1x2", strategy="ddp", repeat=r) for r in (1, 2, 3)]
-    spec = [(c, [1.0, d], "ok") for c, d in zip(one, [1.0, 0.5, 0.25])]  # 8, 16, 32 img/s
+    spec = [(c, [1.0, d], "ok") for c, d in zip(one, [1.0, 0.5, 0.25], strict=False)]  # 8, 16, 32 img/s
     spec += [(c, [[1.0, 0.5], [1.0, 0.5]], "ok") for c in two]  # 32 img/s each
     cells = _cells(tmp_path, spec).set_index("scale")
     assert cells.loc["1x1", "throughput"] == pytest.approx((8 + 16 + 32) / 3)

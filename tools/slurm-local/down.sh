@@ -15,40 +15,53 @@ PURGE=0
 [ "${1:-}" = --purge ] && PURGE=1
 T0=$EPOCHREALTIME
 
-# stop NAME: TERM the recorded PID, wait up to 15 s, then KILL
+# stop NAME...: TERM each recorded PID (if it still runs the expected program), wait up
+# to 15 s for all of them, then KILL the rest
 stop() {
-    local name=$1 f=$STATE/pids/$1 pid want i
-    [ -s "$f" ] || return 0
-    pid=$(cat "$f"); want=${name%%-*}
-    if [ -d "/proc/$pid" ] && grep -q -- "$want" "/proc/$pid/cmdline" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        for i in $(seq 1 150); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
-        if [ -d "/proc/$pid" ]; then
-            echo "[slurm-local] $name ($pid) ignored SIGTERM: SIGKILL"
-            kill -KILL "$pid" 2>/dev/null; sleep 0.2
+    local name f pid i pids=() names=()
+    for name in "$@"; do
+        f=$STATE/pids/$name
+        [ -s "$f" ] || continue
+        pid=$(cat "$f")
+        if [ -d "/proc/$pid" ] && grep -q -- "${name%%-*}" "/proc/$pid/cmdline" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null && { pids+=("$pid"); names+=("$name"); }
         fi
-        echo "[slurm-local] stopped $name ($pid)"
-    fi
-    rm -f "$f"
+        rm -f "$f"
+    done
+    for i in $(seq 1 150); do
+        local left=0
+        for pid in "${pids[@]}"; do [ -d "/proc/$pid" ] && left=1; done
+        [ $left = 0 ] && break
+        sleep 0.1
+    done
+    for i in "${!pids[@]}"; do
+        if [ -d "/proc/${pids[$i]}" ]; then
+            echo "[slurm-local] ${names[$i]} (${pids[$i]}) ignored SIGTERM: SIGKILL"
+            kill -KILL "${pids[$i]}" 2>/dev/null
+        fi
+        echo "[slurm-local] stopped ${names[$i]} (${pids[$i]})"
+    done
 }
 
 if [ -d "$STATE/pids" ]; then
     # cancel remaining jobs so no slurmstepd outlives its slurmd
     if [ -s "$STATE/pids/slurmctld" ] && timeout 5 scontrol ping >/dev/null 2>&1; then
-        if [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; then
-            timeout 10 scancel --full --user=root 2>/dev/null
-            timeout 10 scancel --full $(timeout 5 squeue -h -o %i 2>/dev/null) 2>/dev/null
+        mapfile -t jobs < <(timeout 5 squeue -h -o %i 2>/dev/null)
+        if [ ${#jobs[@]} -gt 0 ]; then
+            timeout 10 scancel "${jobs[@]}" 2>/dev/null
             for i in $(seq 1 50); do
                 [ -z "$(timeout 5 squeue -h -t R,CG,PD -o %i 2>/dev/null)" ] && break; sleep 0.2
             done
         fi
     fi
-    for f in "$STATE"/pids/slurmd-*; do [ -e "$f" ] && stop "$(basename "$f")"; done
-    stop slurmctld
-    stop slurmdbd
+    slurmds=()
+    for f in "$STATE"/pids/slurmd-*; do [ -e "$f" ] && slurmds+=("$(basename "$f")"); done
+    stop "${slurmds[@]}" slurmctld
     if [ "${DLBENCH_SLURM_KEEP_DB:-0}" != 1 ]; then
-        stop mariadbd
-        stop munged
+        stop slurmdbd
+        stop mariadbd munged
+    else
+        stop slurmdbd
     fi
 fi
 

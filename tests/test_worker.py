@@ -1,0 +1,95 @@
+"""The single timing loop and error classification, driven by a stand-in framework module."""
+
+import types
+
+import pytest
+
+from dlbench import worker
+from dlbench.runners.base import Runner, RunSpec
+from dlbench.steplog import read_steplog
+from tests.conftest import make_coords
+
+
+class CountingRunner(Runner):
+    """Counts calls so the test can check the loop's order of operations."""
+
+    calls: list = []
+    fail_at = None
+    error = RuntimeError
+
+    def build(self):
+        self.n = 0
+
+    def step(self):
+        self.n += 1
+        if self.n == self.fail_at:
+            raise self.error("CUDA out of memory. Tried to allocate 2.00 GiB")
+        CountingRunner.calls.append("step")
+        return float(self.n)
+
+    def sync(self):
+        CountingRunner.calls.append("sync")
+
+    def is_oom(self, exc):
+        return "out of memory" in str(exc)
+
+    def describe(self):
+        return {"version": "0.0-test"}
+
+
+@pytest.fixture
+def fake_framework(monkeypatch):
+    module = types.SimpleNamespace(Runner=CountingRunner)
+    monkeypatch.setattr(worker, "framework_module", lambda name: module)
+    CountingRunner.calls = []
+    CountingRunner.fail_at = None
+    return CountingRunner
+
+
+def _spec():
+    return RunSpec(coords=make_coords(), batch=4, image_size=32, seq_len=0, threads=1, device="cpu")
+
+
+PROTOCOL = {"preset": "caict2020", "warmup_steps": 2, "measured_steps": 3, "statistic": "mean"}
+
+
+def test_loop_syncs_after_every_step_and_writes_phases(fake_framework, tmp_path):
+    status = worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"), progress_every=0)
+    assert status == "ok"
+    assert fake_framework.calls == ["sync"] + ["step", "sync"] * 5
+    log = read_steplog(tmp_path / "rank0.steps.jsonl")
+    assert log.valid, log.problems
+    assert [s["phase"] for s in log.steps] == ["warmup", "warmup", "measure", "measure", "measure"]
+    assert [s["loss"] for s in log.steps] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    # each step starts where the previous one ended: no unmeasured gaps
+    assert all(a["t_end"] == b["t_start"] for a, b in zip(log.steps, log.steps[1:], strict=False))
+    assert log.header["framework"]["version"] == "0.0-test"
+
+
+def test_oom_is_classified_and_logged(fake_framework, tmp_path):
+    fake_framework.fail_at = 3
+    status = worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"))
+    log = read_steplog(tmp_path / "rank0.steps.jsonl")
+    assert status == "oom" and log.status == "oom"
+    assert "out of memory" in log.footer["error"]
+    assert log.valid  # a failed run is a well-formed log, excluded by its status
+
+
+def test_other_errors_are_failed(fake_framework, tmp_path):
+    fake_framework.fail_at = 1
+    fake_framework.error = ValueError
+    fake_framework.is_oom = lambda self, exc: False
+    status = worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"))
+    assert status == "failed"
+    fake_framework.is_oom = CountingRunner.is_oom
+
+
+def test_time_limit_becomes_timeout(fake_framework, tmp_path, monkeypatch):
+    def slow_step(self):
+        import time
+
+        time.sleep(5)
+
+    monkeypatch.setattr(CountingRunner, "step", slow_step)
+    status = worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"), time_limit_s=1)
+    assert status == "timeout"
