@@ -127,7 +127,7 @@ def cells_table(
         )
     for cell, reason in (unavailable or {}).items():
         scale = Scale.parse(cell.scale)
-        rows.append({**cell.as_dict(), "devices": scale.devices, "status": "n/a", "reason": reason, "n": 0})
+        rows.append({**cell.as_dict(), "devices": scale.devices, "status": "unavailable", "reason": reason, "n": 0})
     cells = pd.DataFrame(rows)
     if cells.empty:
         return cells

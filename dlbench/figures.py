@@ -23,7 +23,7 @@ STATUS_LABELS = {
     "killed": "KILLED",
     "invalid": "BAD LOG",
     "missing": "NO LOG",
-    "n/a": "N/A",
+    "unavailable": "N/A",
 }
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "savefig.bbox": "tight"})

@@ -19,7 +19,7 @@ STATUS_TEXT = {
     "killed": "KILLED",
     "invalid": "BAD LOG",
     "missing": "NO LOG",
-    "n/a": "N/A",
+    "unavailable": "N/A",
 }
 
 

@@ -91,5 +91,5 @@ def test_unavailable_cells_are_kept(tmp_path):
     key = CellKey("pytorch", "bert_base", "fp32", "synthetic", "8", "1x1", "single")
     cells = cells_table(runs_table([c], tmp_path), "mean", {key: "not built"})
     na = cells[cells["model"] == "bert_base"].iloc[0]
-    assert na["status"] == "n/a" and na["reason"] == "not built"
+    assert na["status"] == "unavailable" and na["reason"] == "not built"
     assert isinstance(cells, pd.DataFrame)

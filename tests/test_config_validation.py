@@ -1,0 +1,69 @@
+"""Bad config fails before anything runs, with one message naming the key and the value."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def dry_run(tmp_path, override: dict):
+    (tmp_path / "config").mkdir(exist_ok=True)
+    shutil.copy(REPO / "config/config.yaml", tmp_path / "config/config.yaml")
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    return subprocess.run(
+        [
+            *SNAKEMAKE,
+            "-n",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(tmp_path / "override.yaml"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ({"grid": {"models": ["resnet5O"]}}, ["grid.models", "resnet5O"]),
+        ({"grid": {"batch_per_device": [-4]}}, ["grid.batch_per_device[0]", "-4"]),
+        ({"grdi": {}}, ["grdi"]),
+        ({"grid": {"models": ["resnet50; rm -rf ~"]}}, ["grid.models[0]", "rm -rf"]),
+        ({"grid": {"scales": ["1x2 && reboot"]}}, ["grid.scales[0]", "reboot"]),
+        ({"protocol": {"preset": "caict2020", "statistic": "geomean"}}, ["protocol.statistic", "geomean"]),
+    ],
+)
+def test_bad_config_one_clear_error_and_nothing_written(tmp_path, override, expected):
+    result = dry_run(tmp_path, override)
+    assert result.returncode != 0
+    message = [line for line in (result.stderr + result.stdout).splitlines() if "invalid config" in line]
+    assert message, result.stderr[-2000:]
+    for text in expected:
+        assert text in message[0]
+    assert not (tmp_path / "results").exists()
+
+
+def test_dry_run_lists_exactly_the_grid(tmp_path):
+    override = {
+        "grid": {"models": ["resnet50", "vgg16"], "batch_per_device": [1, 8, 32], "scales": ["1x1", "1x2"]},
+        "protocol": {"preset": "caict2020", "repeats": 3},
+    }
+    result = dry_run(tmp_path, override)
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = result.stdout[result.stdout.index("Job stats") :]
+    counts = dict(line.split()[:2] for line in table.splitlines()[3:] if len(line.split()) == 2)
+    assert counts["train"] == "36"
+    assert counts["aggregate"] == "1" and counts["report_document"] == "1"

@@ -1,0 +1,92 @@
+"""The whole pipeline on a tiny grid: Snakemake → runs → tables → figures → report."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO, framework_python
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
+]
+
+TINY = {
+    "grid": {
+        "frameworks": ["pytorch"],
+        "models": ["resnet50", "bert_base"],
+        "batch_per_device": [2],
+        "scales": ["1x1", "1x2"],
+        "strategies": {"pytorch": ["ddp"]},
+    },
+    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 2},
+    "run": {"image_size": 32, "threads": 2, "progress_every": 1},
+}
+
+
+def snakemake(workdir, *args):
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--profile",
+        str(REPO / "profiles/local"),
+        "--configfile",
+        str(workdir / "tiny.yaml"),
+        *args,
+    ]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("e2e")
+    (workdir / "config").mkdir()
+    (workdir / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    (workdir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    result = snakemake(workdir)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return workdir
+
+
+def test_report_tables_and_figures_exist(finished):
+    for path in [
+        "results/report/index.html",
+        "results/tables/cells.md",
+        "results/figures/throughput.png",
+        "results/figures/speedup.png",
+    ]:
+        assert (finished / path).stat().st_size > 0, path
+    html = (finished / "results/report/index.html").read_text()
+    assert "mlperf" in html and "data:image/png;base64," in html
+
+
+def test_cells_have_numbers_speedup_and_the_unavailable_cell(finished):
+    cells = pd.read_csv(finished / "results/tables/cells.csv", dtype={"batch": str})
+    resnet = cells[cells["model"] == "resnet50"].set_index("scale")
+    assert (resnet["status"] == "ok").all()
+    assert (resnet["n"] == 2).all() and (resnet["throughput"] > 0).all()
+    assert resnet.loc["1x1", "speedup"] == pytest.approx(1.0)
+    assert resnet.loc["1x2", "efficiency"] == pytest.approx(resnet.loc["1x2", "speedup"] / 2)
+    bert = cells[cells["model"] == "bert_base"]
+    assert set(bert["status"]) == {"unavailable"} or set(bert["status"]) == {"ok"}
+    runs = pd.read_csv(finished / "results/tables/runs.csv")
+    assert len(runs) == 2 * 2 * (1 if set(bert["status"]) == {"unavailable"} else 2)
+
+
+def test_second_invocation_is_a_no_op(finished):
+    result = snakemake(finished, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_snakemake_report_bundle(finished):
+    result = snakemake(finished, "--report", str(finished / "bundle.html"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (finished / "bundle.html").stat().st_size > 10_000

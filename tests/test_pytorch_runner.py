@@ -1,0 +1,101 @@
+"""The PyTorch runner for real, in its own environment (built by tools/test.sh)."""
+
+import json
+import subprocess
+
+import pytest
+
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, framework_python
+
+PYTHON = framework_python("pytorch")
+pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the pytorch environment is not built")
+
+
+def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6)):
+    cmd = [
+        str(PYTHON),
+        "-m",
+        "dlbench.launch",
+        "--framework",
+        "pytorch",
+        "--model",
+        model,
+        "--precision",
+        "fp32",
+        "--data",
+        "synthetic",
+        "--batch",
+        str(batch),
+        "--scale",
+        scale,
+        "--strategy",
+        strategy,
+        "--repeat",
+        "1",
+        "--run-dir",
+        str(run_dir),
+        "--preset",
+        "caict2020",
+        "--warmup-steps",
+        str(steps[0]),
+        "--measured-steps",
+        str(steps[1]),
+        "--statistic",
+        "mean",
+        "--image-size",
+        "32",
+        "--threads",
+        "2",
+        "--time-limit",
+        "300",
+        "--env-lock",
+        str(REPO / "envs/pytorch.txt"),
+        *extra,
+    ]
+    return subprocess.run(
+        cmd,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_single_device_run_writes_valid_log_with_provenance(tmp_path):
+    result = launch(tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert len(log.measured_steps()) == 6
+    assert log.header["framework"]["version"].startswith("2.")
+    assert log.header["framework"]["trainable_params"] == 25_557_032  # torchvision ResNet-50
+    assert len(log.header["provenance"]["env_lock_sha256"]) == 64
+    assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
+
+
+def test_loss_decreases_on_a_fixed_batch(tmp_path):
+    result = launch(tmp_path / "run", steps=(0, 30), batch=4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = [s["loss"] for s in read_steplog(tmp_path / "run/rank0.steps.jsonl").steps]
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+
+
+def test_ddp_two_processes_each_write_a_log(tmp_path):
+    result = launch(tmp_path / "run", scale="1x2", strategy="ddp")
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = [read_steplog(tmp_path / f"run/rank{r}.steps.jsonl") for r in (0, 1)]
+    assert all(log.valid and log.status == "ok" for log in logs)
+    assert [log.header["world_size"] for log in logs] == [2, 2]
+    assert logs[0].header["threads"] == 1  # 2 threads split over 2 local ranks
+
+
+def test_existing_raw_logs_are_never_overwritten(tmp_path):
+    assert launch(tmp_path / "run").returncode == 0
+    before = (tmp_path / "run/rank0.steps.jsonl").read_bytes()
+    (tmp_path / "run/launch.json").unlink()
+    again = launch(tmp_path / "run")
+    assert again.returncode != 0 and "never overwrites raw logs" in again.stderr
+    assert (tmp_path / "run/rank0.steps.jsonl").read_bytes() == before
