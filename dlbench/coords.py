@@ -30,6 +30,7 @@ WILDCARD_CONSTRAINTS = {
     "scale": SCALE_PATTERN,
     "strategy": SAFE_NAME,
     "repeat": r"[0-9]+",
+    "device": r"cpu|cuda",
 }
 
 # A single-device run has no parallel strategy; this is its strategy name.

@@ -42,12 +42,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--statistic", required=True)
     p.add_argument("--image-size", type=int, default=0, help="0: the model's default")
     p.add_argument("--seq-len", type=int, default=0, help="0: the model's default")
-    p.add_argument("--resolved-batch", type=int, default=0, help="per-device batch when --batch is 'max'")
+    p.add_argument("--max-batch-file", default=None, help="batch_search result to use when --batch is 'max'")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for the whole run")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--compile", action="store_true")
     p.add_argument("--time-limit", type=int, default=0, help="seconds per rank; 0 = none")
     p.add_argument("--progress-every", type=int, default=10)
+    p.add_argument("--memory-cap-mb", type=int, default=0, help="address-space cap per rank (CPU OOM); 0 = none")
     p.add_argument("--env-lock", default=None, help="the environment's lock file (hashed into the header)")
     p.add_argument("--launcher", default="local", choices=["local", "srun"])
     return p.parse_args(argv)
@@ -60,7 +61,14 @@ def coords_from(args: argparse.Namespace) -> RunCoords:
 def spec_from(args: argparse.Namespace, dist: Distributed) -> RunSpec:
     coords = coords_from(args)
     meta = CATALOGUE[coords.model]
-    batch = args.resolved_batch or int(coords.batch)
+    if coords.batch == "max":
+        from dlbench.batch_search import read_result
+
+        if not args.max_batch_file:
+            sys.exit("dlbench: --batch max needs --max-batch-file")
+        batch = read_result(args.max_batch_file)
+    else:
+        batch = int(coords.batch)
     return RunSpec(
         coords=coords,
         batch=batch,
@@ -116,6 +124,7 @@ def run_as_rank(args: argparse.Namespace, dist: Distributed) -> int:
         progress_every=args.progress_every,
         time_limit_s=args.time_limit,
         provenance=provenance.collect(args.env_lock),
+        memory_cap_mb=args.memory_cap_mb,
     )
     return 0
 

@@ -95,6 +95,23 @@ def _finite_or_none(x: float):
     return x if x == x and abs(x) != float("inf") else None
 
 
+def _mapped_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def apply_memory_cap(cap_mb: int) -> None:
+    """Give the run `cap_mb` of address space beyond what the imported framework maps, so
+    that running out of memory is a testable, classified failure on a CPU (the stand-in
+    for a GPU's fixed memory). Libraries map far more than they use, hence the offset."""
+    if cap_mb:
+        limit = _mapped_bytes() + cap_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def run_rank(
     spec: RunSpec,
     protocol: dict,
@@ -102,6 +119,7 @@ def run_rank(
     progress_every: int = 10,
     time_limit_s: int = 0,
     provenance: dict | None = None,
+    memory_cap_mb: int = 0,
 ) -> str:
     """Run one rank and write its step log. Returns the footer status; never raises."""
     signal.signal(signal.SIGTERM, _raise_cancelled)
@@ -116,6 +134,8 @@ def run_rank(
     start_time = _utc_now()
     try:
         runner = module.Runner(spec)
+        runner.import_framework()
+        apply_memory_cap(memory_cap_mb)
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
         steps = time_steps(runner, protocol["warmup_steps"], protocol["measured_steps"], progress_every, spec.dist.rank)
@@ -136,6 +156,7 @@ def run_rank(
             end_time=_utc_now(),
             steps_completed=len(steps),
             max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            memory_cap_mb=memory_cap_mb or None,
         )
         if runner is not None:
             # Teardown of a broken process group must not hide the status.

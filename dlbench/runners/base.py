@@ -58,6 +58,9 @@ class Runner:
     def __init__(self, spec: RunSpec):
         self.spec = spec
 
+    def import_framework(self) -> None:
+        """Import the framework's modules (before the memory cap is applied)."""
+
     def build(self) -> None:
         """Initialise the strategy, create model, optimizer and on-device synthetic batch."""
         raise NotImplementedError

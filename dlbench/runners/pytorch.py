@@ -30,6 +30,10 @@ _TORCHVISION_BUILDERS = {
 
 
 class Runner(BaseRunner):
+    def import_framework(self) -> None:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+
     def build(self) -> None:
         import torch
         import torchvision

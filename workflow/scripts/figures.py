@@ -6,8 +6,8 @@ import pandas as pd
 
 from dlbench import figures
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
-cells = pd.read_csv(snakemake.input.cells, dtype={"batch": str})  # noqa: F821
-figures.throughput_figure(cells, snakemake.output.throughput)  # noqa: F821
-figures.speedup_figure(cells, snakemake.output.speedup)  # noqa: F821
+cells = pd.read_csv(snakemake.input.cells, dtype={"batch": str})
+figures.throughput_figure(cells, snakemake.output.throughput)
+figures.speedup_figure(cells, snakemake.output.speedup)

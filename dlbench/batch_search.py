@@ -1,0 +1,85 @@
+"""`batch: max`: find the largest per-device batch that trains without running out of memory.
+
+Doubling from 1 until a probe runs out of memory, then bisecting between the last batch
+that trained and the first that did not. Each probe is a short real run (1 warm-up + 1
+measured step) in its own process, through the same launcher as the benchmark runs, so an
+out-of-memory probe cannot poison the next one. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from dlbench.steplog import rank_log_name, read_steplog
+
+
+class SearchError(RuntimeError):
+    pass
+
+
+def search(probe: Callable[[int], str], limit: int = 4096) -> tuple[int, list[dict]]:
+    """Largest batch b <= limit with probe(b) == "ok", assuming monotonic memory use.
+
+    probe returns a footer status; "oom" means too large, anything else but "ok" is an error.
+    """
+    history: list[dict] = []
+
+    def ok(batch: int) -> bool:
+        status = probe(batch)
+        history.append({"batch": batch, "status": status})
+        if status not in ("ok", "oom"):
+            raise SearchError(f"probe at batch {batch} ended with status {status!r}, not ok/oom")
+        return status == "ok"
+
+    if not ok(1):
+        raise SearchError("batch 1 does not fit in memory")
+    good, bad = 1, None
+    while bad is None:
+        candidate = min(good * 2, limit)
+        if candidate == good:
+            return good, history  # reached the limit without running out of memory
+        if ok(candidate):
+            good = candidate
+        else:
+            bad = candidate
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if ok(middle):
+            good = middle
+        else:
+            bad = middle
+    return good, history
+
+
+def launcher_probe(python: str, repo: str, launch_args: list[str]) -> Callable[[int], str]:
+    """A probe running one short real run of `python -m dlbench.launch` at a given batch."""
+
+    def probe(batch: int) -> str:
+        with tempfile.TemporaryDirectory(prefix="dlbench-batch-") as tmp:
+            run_dir = Path(tmp) / "run"
+            cmd = [python, "-m", "dlbench.launch", *launch_args, "--batch", str(batch), "--run-dir", str(run_dir)]
+            subprocess.run(
+                cmd,
+                cwd=repo,
+                env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
+                check=False,
+                capture_output=True,
+                timeout=1800,
+            )
+            log = run_dir / rank_log_name(0)
+            return read_steplog(log).status if log.exists() else "missing"
+
+    return probe
+
+
+def write_result(path: str, batch: int, history: list[dict], settings: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"batch": batch, "probes": history, **settings}, indent=1) + "\n")
+
+
+def read_result(path: str) -> int:
+    return int(json.loads(Path(path).read_text())["batch"])
