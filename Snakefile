@@ -10,6 +10,7 @@ include: "workflow/rules/envs.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:
@@ -19,6 +20,7 @@ rule all:
         "results/tables/cells.md",
         "results/figures/throughput.png",
         "results/figures/speedup.png",
+        "results/tables/references.csv",
 
 
 rule frameworks_envs:

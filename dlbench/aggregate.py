@@ -108,6 +108,7 @@ def cells_table(
         ok = group[group["status"] == "ok"]["throughput"].dropna().to_numpy()
         statuses = group["status"].tolist()
         reasons = sorted({r for r in group["reason"] if r})
+        ci_low, ci_high = stats.bootstrap_ci(statistic, ok)
         rows.append(
             {
                 **dict(zip(CELL_FIELDS, key, strict=True)),
@@ -123,6 +124,8 @@ def cells_table(
                 "olympic_mean": stats.olympic_mean(ok),
                 "std": stats.std(ok),
                 "cv": stats.cv(ok),
+                "ci95_low": ci_low,
+                "ci95_high": ci_high,
             }
         )
     for cell, reason in (unavailable or {}).items():

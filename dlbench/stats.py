@@ -47,5 +47,39 @@ def cv(values) -> float:
     return std(values) / m if m and not math.isnan(m) else math.nan
 
 
+def _olympic_axis(values, axis=-1):
+    values = np.sort(values, axis=axis)
+    n = values.shape[axis]
+    if n < 3:
+        return values.mean(axis=axis)
+    return np.take(values, range(1, n - 1), axis=axis).mean(axis=axis)
+
+
+_VECTORISED = {"mean": np.mean, "median": np.median, "olympic_mean": _olympic_axis}
+
+
+def bootstrap_ci(name: str, values, confidence: float = 0.95, resamples: int = 1000) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the named statistic (scipy.stats.bootstrap).
+
+    Seeded, so that recomputing the tables from the same logs gives the same bytes (audit).
+    """
+    from scipy.stats import bootstrap
+
+    values = np.asarray(values, dtype=float)
+    if values.size < 2 or np.all(values == values[0]):
+        value = statistic(name, values) if values.size else math.nan
+        return (value, value) if values.size > 1 else (math.nan, math.nan)
+    result = bootstrap(
+        (values,),
+        _VECTORISED[name],
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(0),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def window_throughput(samples: int, seconds: float) -> float:
     return samples / seconds if seconds > 0 else math.nan

@@ -29,6 +29,11 @@ def build(experiment: Grid, root: str | Path = ".", noisy_cv: float = 0.1) -> tu
     return runs, cells
 
 
+def csv_bytes(table: pd.DataFrame) -> bytes:
+    """The one way tables are written, so that the audit can compare bytes."""
+    return table.to_csv(index=False, lineterminator="\n").encode()
+
+
 def cell_text(cell: pd.Series) -> str:
     """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy) or its status."""
     if cell["status"] in STATUS_TEXT:

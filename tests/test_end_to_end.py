@@ -90,3 +90,42 @@ def test_snakemake_report_bundle(finished):
     result = snakemake(finished, "--report", str(finished / "bundle.html"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (finished / "bundle.html").stat().st_size > 10_000
+
+
+def test_audit_passes_on_fresh_results(finished):
+    result = snakemake(finished, "-f", "audit")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (finished / "results/audit/verdict.txt").read_text().startswith("PASSED")
+    manifest = (finished / "results/audit/manifest.json").read_text()
+    assert "rank1.steps.jsonl" in manifest
+
+
+@pytest.fixture(scope="module")
+def archive(finished, tmp_path_factory):
+    """Only the raw logs (and the config) of the finished grid, somewhere else."""
+    import shutil
+
+    copy = tmp_path_factory.mktemp("archive")
+    shutil.copytree(finished / "results/runs", copy / "results/runs")
+    shutil.copytree(finished / "config", copy / "config")
+    shutil.copy(finished / "tiny.yaml", copy / "tiny.yaml")
+    return copy
+
+
+def test_report_regenerates_from_an_archive_of_raw_logs_without_training(archive):
+    dry = snakemake(archive, "-n")
+    assert "train" not in dry.stdout.split("Job stats")[1].split("Reasons")[0]
+    result = snakemake(archive)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (archive / "results/report/index.html").exists()
+    assert snakemake(archive, "-f", "audit").returncode == 0
+
+
+def test_tampered_raw_log_fails_the_audit_naming_the_file(archive):
+    log = next((archive / "results/runs").rglob("rank0.steps.jsonl"))
+    log.chmod(0o644)
+    log.write_text(log.read_text().replace('"samples":2', '"samples":3', 1))
+    result = snakemake(archive, "-f", "audit")
+    assert result.returncode != 0
+    relative = str(log.relative_to(archive))
+    assert relative in (archive / "logs/audit.log").read_text()

@@ -99,3 +99,41 @@ def test_existing_raw_logs_are_never_overwritten(tmp_path):
     again = launch(tmp_path / "run")
     assert again.returncode != 0 and "never overwrites raw logs" in again.stderr
     assert (tmp_path / "run/rank0.steps.jsonl").read_bytes() == before
+
+
+def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
+    result = launch(tmp_path / "run", "--memory-cap-mb", "600", batch=64, steps=(1, 1))
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "oom", log.footer
+    assert "allocate" in log.footer["error"]
+
+
+@pytest.mark.slow
+def test_batch_max_search_finds_the_edge(tmp_path):
+    from dlbench import batch_search
+
+    args = [
+        "--framework=pytorch",
+        "--model=resnet50",
+        "--precision=fp32",
+        "--data=synthetic",
+        "--scale=1x1",
+        "--strategy=single",
+        "--repeat=1",
+        "--preset=caict2020",
+        "--warmup-steps=1",
+        "--measured-steps=1",
+        "--statistic=mean",
+        "--image-size=32",
+        "--threads=2",
+        "--memory-cap-mb=700",
+        "--progress-every=0",
+    ]
+    probe = batch_search.launcher_probe(str(PYTHON), str(REPO), args)
+    best, history = batch_search.search(probe, limit=1024)
+    assert 1 < best < 1024, history
+    statuses = {p["batch"]: p["status"] for p in history}
+    assert statuses[best] == "ok"
+    # the search's own probes show best+1 ran out of memory (or a smaller failing bound did)
+    assert statuses.get(best + 1) == "oom" or probe(best + 1) == "oom"

@@ -28,3 +28,14 @@ def test_statistic_by_preset_name():
     assert stats.statistic("median", [1, 2, 100]) == 2
     with pytest.raises(KeyError):
         stats.statistic("geomean", [1])
+
+
+def test_bootstrap_ci_brackets_the_statistic_and_is_reproducible():
+    values = [10.0, 11.0, 12.0, 13.0, 30.0]
+    low, high = stats.bootstrap_ci("median", values)
+    assert 10.0 <= low <= stats.median(values) <= high <= 30.0
+    assert (low, high) == stats.bootstrap_ci("median", values)
+    low, high = stats.bootstrap_ci("olympic_mean", values)
+    assert low <= stats.olympic_mean(values) <= high
+    assert math.isnan(stats.bootstrap_ci("mean", [5.0])[0])
+    assert stats.bootstrap_ci("mean", [5.0, 5.0]) == (5.0, 5.0)

@@ -93,3 +93,21 @@ def test_time_limit_becomes_timeout(fake_framework, tmp_path, monkeypatch):
     monkeypatch.setattr(CountingRunner, "step", slow_step)
     status = worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"), time_limit_s=1)
     assert status == "timeout"
+
+
+def test_batch_search_doubles_then_bisects():
+    from dlbench.batch_search import SearchError, search
+
+    calls = []
+
+    def probe(batch):
+        calls.append(batch)
+        return "ok" if batch <= 37 else "oom"
+
+    best, history = search(probe, limit=4096)
+    assert best == 37
+    assert calls[:7] == [1, 2, 4, 8, 16, 32, 64]
+    assert {h["batch"]: h["status"] for h in history}[38] == "oom"
+    assert search(lambda b: "ok", limit=100)[0] == 100
+    with pytest.raises(SearchError, match="status 'failed'"):
+        search(lambda b: "failed")

@@ -40,3 +40,26 @@ rule figures:
         ANALYSIS_ENV
     script:
         "../scripts/figures.py"
+
+
+rule references:
+    input:
+        cells="results/tables/cells.csv",
+        published=config["references"]["published"],
+        baseline=(
+            [config["references"]["baseline"]]
+            if config["references"]["baseline"]
+            else []
+        ),
+    output:
+        references=report(
+            "results/tables/references.csv",
+            caption="../report/references.rst",
+            category="Tables",
+        ),
+    log:
+        "logs/references.log",
+    conda:
+        ANALYSIS_ENV
+    script:
+        "../scripts/references.py"

@@ -9,7 +9,9 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 config = snakemake.config
 experiment = grid.expand(config)
 runs, cells = tables.build(experiment, noisy_cv=config["analysis"]["noisy_cv"])
-runs.to_csv(snakemake.output.runs, index=False)
-cells.to_csv(snakemake.output.cells, index=False)
+with open(snakemake.output.runs, "wb") as f:
+    f.write(tables.csv_bytes(runs))
+with open(snakemake.output.cells, "wb") as f:
+    f.write(tables.csv_bytes(cells))
 with open(snakemake.output.markdown, "w") as f:
     f.write(tables.markdown(cells, experiment.protocol))

@@ -1,0 +1,83 @@
+"""The audit: every number in the tables is provable from the raw step logs alone.
+
+(1) every raw log still has the sha256 recorded when the tables were made (else: that file
+was changed after the report); (2) the tables recomputed from the raw logs are
+byte-identical to the stored ones; (3) a manifest maps each cell to its raw logs + sha256.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench import tables
+from dlbench.coords import CELL_FIELDS
+from dlbench.grid import Grid
+from dlbench.provenance import sha256_file
+
+
+@dataclass
+class AuditResult:
+    problems: list[str] = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def changed_logs(stored_runs: pd.DataFrame, root: Path) -> list[str]:
+    """Raw logs whose content no longer matches the sha256 recorded in runs.csv."""
+    problems = []
+    for _, run in stored_runs.iterrows():
+        files = [f for f in str(run.get("log_files") or "").split(";") if f]
+        hashes = [h for h in str(run.get("log_sha256") or "").split(";") if h and h != "nan"]
+        for path, recorded in zip(files, hashes, strict=False):
+            full = root / path
+            if not full.exists():
+                problems.append(f"raw log {path} is missing (recorded sha256 {recorded})")
+            elif sha256_file(full) != recorded:
+                problems.append(
+                    f"raw log {path} was changed after the tables were made "
+                    f"(sha256 now {sha256_file(full)}, recorded {recorded})"
+                )
+    return problems
+
+
+def manifest(runs: pd.DataFrame) -> dict:
+    cells: dict[str, list[dict]] = {}
+    for _, run in runs.iterrows():
+        key = "/".join(str(run[f]) for f in CELL_FIELDS)
+        files = [f for f in str(run.get("log_files") or "").split(";") if f]
+        hashes = str(run.get("log_sha256") or "").split(";")
+        for path, digest in zip(files, hashes + [None] * len(files), strict=False):
+            cells.setdefault(key, []).append({"repeat": int(run["repeat"]), "file": path, "sha256": digest or None})
+    return {"cell_key": CELL_FIELDS, "cells": cells}
+
+
+def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), noisy_cv: float = 0.1) -> AuditResult:
+    result = AuditResult()
+    stored_runs_path, stored_cells_path = tables_dir / "runs.csv", tables_dir / "cells.csv"
+    for path in (stored_runs_path, stored_cells_path):
+        if not path.exists():
+            result.problems.append(f"{path} does not exist: make the tables first")
+    if result.problems:
+        return result
+    stored_runs = pd.read_csv(stored_runs_path, dtype=str, keep_default_na=False)
+    result.problems += changed_logs(stored_runs, root)
+    runs, cells = tables.build(experiment, root, noisy_cv)
+    for name, table, path in (("runs", runs, stored_runs_path), ("cells", cells, stored_cells_path)):
+        if tables.csv_bytes(table) != path.read_bytes():
+            result.problems.append(f"{path} differs from the table recomputed from the raw logs ({name})")
+    result.manifest = manifest(runs)
+    return result
+
+
+def write(result: AuditResult, manifest_path: Path, verdict_path: Path) -> None:
+    manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    manifest_path.write_text(json.dumps(result.manifest, indent=1, sort_keys=True) + "\n")
+    verdict = "PASSED" if result.passed else "FAILED\n" + "\n".join(result.problems)
+    verdict_path.write_text(verdict + "\n")

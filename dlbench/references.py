@@ -1,0 +1,106 @@
+"""Measured cells against reference values: published numbers and a previous run (baseline).
+
+A reference matches a cell when model, precision, data, per-device batch and device count
+agree (and, for published numbers, the configured hardware class appears in the source's
+hardware column). Each match gets a verdict, ReFrame-style: `within` the tolerance,
+`faster` or `slower`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dlbench.coords import CELL_FIELDS
+
+# Names the published sources use for our models and precisions.
+MODEL_ALIASES = {"inception3": "inception_v3", "inceptionv3": "inception_v3", "bert": "bert_base"}
+PRECISION_ALIASES = {"fp16": "amp"}
+COLUMNS = [
+    *CELL_FIELDS,
+    "devices",
+    "kind",
+    "source",
+    "hardware",
+    "reference_framework",
+    "reference_strategy",
+    "reference",
+    "measured",
+    "ratio",
+    "verdict",
+]
+
+
+def load_published(path: str) -> pd.DataFrame:
+    refs = pd.read_csv(path, dtype=str, keep_default_na=False)
+    refs["model"] = refs["model"].map(lambda m: MODEL_ALIASES.get(m, m))
+    refs["precision"] = refs["precision"].map(lambda p: PRECISION_ALIASES.get(p, p))
+    refs["data"] = refs["data"].str.split(" ").str[0]  # "synthetic (fake-location=gpu)" → synthetic
+    refs["throughput"] = pd.to_numeric(refs["throughput"], errors="coerce")
+    refs["gpus"] = pd.to_numeric(refs["gpus"], errors="coerce")
+    return refs
+
+
+def verdict(ratio: float, tolerance: float) -> str:
+    if ratio != ratio:
+        return "no number"
+    if abs(ratio - 1.0) <= tolerance:
+        return "within"
+    return "faster" if ratio > 1.0 else "slower"
+
+
+def compare_published(cells: pd.DataFrame, refs: pd.DataFrame, hardware: str, tolerance: float) -> pd.DataFrame:
+    if not hardware or cells.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    refs = refs[refs["hardware"].str.contains(hardware, case=False, regex=False)]
+    rows = []
+    for _, cell in cells[cells["status"].isin(["ok", "partial"])].iterrows():
+        match = refs[
+            (refs["model"] == cell["model"])
+            & (refs["precision"] == cell["precision"])
+            & (refs["data"] == cell["data"])
+            & (refs["batch_per_device"] == str(cell["batch"]))
+            & (refs["gpus"] == cell["devices"])
+        ]
+        for _, ref in match.iterrows():
+            ratio = cell["throughput"] / ref["throughput"]
+            rows.append(
+                {
+                    **{f: cell[f] for f in CELL_FIELDS},
+                    "devices": cell["devices"],
+                    "kind": "published",
+                    "source": ref["source"],
+                    "hardware": ref["hardware"],
+                    "reference_framework": ref["framework"],
+                    "reference_strategy": ref["strategy"],
+                    "reference": ref["throughput"],
+                    "measured": cell["throughput"],
+                    "ratio": ratio,
+                    "verdict": verdict(ratio, tolerance),
+                }
+            )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def compare_baseline(cells: pd.DataFrame, baseline: pd.DataFrame, label: str, tolerance: float) -> pd.DataFrame:
+    """Same cell (all coordinates) in a previous run's cells.csv."""
+    if cells.empty or baseline.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    keys = [f for f in CELL_FIELDS]
+    base = baseline[[*keys, "throughput"]].rename(columns={"throughput": "reference"})
+    merged = cells.merge(base.astype({"batch": str}), on=keys, how="inner")
+    merged = merged[merged["reference"].notna()]
+    merged["kind"], merged["source"], merged["hardware"] = "baseline", label, ""
+    merged["reference_framework"], merged["reference_strategy"] = merged["framework"], merged["strategy"]
+    merged["measured"] = merged["throughput"]
+    merged["ratio"] = merged["measured"] / merged["reference"]
+    merged["verdict"] = [verdict(r, tolerance) for r in merged["ratio"]]
+    return merged[COLUMNS]
+
+
+def compare(cells: pd.DataFrame, settings: dict, published_path: str) -> pd.DataFrame:
+    parts = [compare_published(cells, load_published(published_path), settings["hardware"], settings["tolerance"])]
+    if settings.get("baseline"):
+        baseline = pd.read_csv(settings["baseline"], dtype={"batch": str})
+        parts.append(compare_baseline(cells, baseline, settings["baseline"], settings["tolerance"]))
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)

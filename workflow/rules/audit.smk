@@ -1,0 +1,18 @@
+# The audit: tables recomputed from raw logs alone must match byte for byte; raw logs must
+# be unchanged since the tables were made. Run: snakemake --profile profiles/local -f audit
+
+
+rule audit:
+    input:
+        records=all_run_records(),
+        runs="results/tables/runs.csv",
+        cells="results/tables/cells.csv",
+    output:
+        manifest="results/audit/manifest.json",
+        verdict="results/audit/verdict.txt",
+    log:
+        "logs/audit.log",
+    conda:
+        ANALYSIS_ENV
+    script:
+        "../scripts/audit.py"

@@ -1,0 +1,16 @@
+"""Rule audit: check the tables against the raw step logs; fail naming what differs."""
+
+import sys
+from pathlib import Path
+
+from dlbench import audit, grid
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
+
+config = snakemake.config
+result = audit.audit(grid.expand(config), Path(snakemake.input.runs).parent, noisy_cv=config["analysis"]["noisy_cv"])
+audit.write(result, Path(snakemake.output.manifest), Path(snakemake.output.verdict))
+if not result.passed:
+    print("audit FAILED:\n" + "\n".join(result.problems), file=sys.stderr)
+    sys.exit("audit FAILED: " + "; ".join(result.problems))
+print("audit passed", file=sys.stderr)
