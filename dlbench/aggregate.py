@@ -11,6 +11,10 @@ is multiplied by the world size.
 from __future__ import annotations
 
 import math
+import os
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -72,7 +76,7 @@ def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
         measured_samples=samples,
         measured_steps=len(measured[0]),
         warmup_steps=sum(1 for s in logs[0].steps if s["phase"] == "warmup"),
-        step_time_median_s=float(pd.Series([s["t_end"] - s["t_start"] for s in measured[0]]).median()),
+        step_time_median_s=statistics.median(s["t_end"] - s["t_start"] for s in measured[0]),
         loss_first=first_losses[0] if first_losses else math.nan,
         loss_last=first_losses[-1] if first_losses else math.nan,
         framework_version=header["framework"].get("version", ""),
@@ -85,8 +89,14 @@ def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
     return row
 
 
-def runs_table(runs: list[RunCoords], root: str | Path = ".") -> pd.DataFrame:
-    rows = [summarize_run(c, root) for c in runs]
+def runs_table(runs: list[RunCoords], root: str | Path = ".", workers: int | None = None) -> pd.DataFrame:
+    """One row per run; large grids are read by one process per core (order kept)."""
+    workers = workers or os.cpu_count() or 1
+    if workers > 1 and len(runs) >= 1000:
+        with ProcessPoolExecutor(workers) as pool:
+            rows = list(pool.map(partial(summarize_run, root=root), runs, chunksize=200))
+    else:
+        rows = [summarize_run(c, root) for c in runs]
     df = pd.DataFrame(rows)
     return df if not df.empty else pd.DataFrame(columns=[*RUN_FIELDS, "status", "throughput"])
 

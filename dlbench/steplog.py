@@ -85,13 +85,14 @@ class StepLog:
         return [s for s in self.steps if s["phase"] == "measure"]
 
 
-_STEP_KEYS = {"i": int, "phase": str, "t_start": (int, float), "t_end": (int, float), "samples": int}
+_NUMBER = (int, float)
+_STEP_KEYS = {"i": (int,), "phase": (str,), "t_start": _NUMBER, "t_end": _NUMBER, "samples": (int,)}
 
 
 def _check_step(record: dict, lineno: int) -> str | None:
-    for key, kind in _STEP_KEYS.items():
-        if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
-            return f"line {lineno}: step record field {key!r} missing or not {kind}"
+    for key, kinds in _STEP_KEYS.items():
+        if type(record.get(key)) not in kinds:  # exact types: a bool is not a step index
+            return f"line {lineno}: step record field {key!r} missing or not {kinds[0].__name__}"
     if record["phase"] not in PHASES:
         return f"line {lineno}: unknown phase {record['phase']!r}"
     if record["t_end"] < record["t_start"]:

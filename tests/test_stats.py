@@ -39,3 +39,14 @@ def test_bootstrap_ci_brackets_the_statistic_and_is_reproducible():
     assert low <= stats.olympic_mean(values) <= high
     assert math.isnan(stats.bootstrap_ci("mean", [5.0])[0])
     assert stats.bootstrap_ci("mean", [5.0, 5.0]) == (5.0, 5.0)
+
+
+def test_bootstrap_agrees_with_scipy_percentile_bootstrap():
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    values = np.array([31.0, 29.5, 30.2, 35.0, 28.1, 30.9, 29.9])
+    ours = stats.bootstrap_ci("mean", values, resamples=20000)
+    ref = bootstrap((values,), np.mean, method="percentile", n_resamples=20000, rng=np.random.default_rng(1))
+    assert ours[0] == pytest.approx(ref.confidence_interval.low, rel=0.01)
+    assert ours[1] == pytest.approx(ref.confidence_interval.high, rel=0.01)
