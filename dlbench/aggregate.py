@@ -84,7 +84,6 @@ def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
         image_size=header.get("image_size"),
         seq_len=header.get("seq_len"),
         trainable_params=header["framework"].get("trainable_params"),
-        flops_per_sample=header["framework"].get("train_flops_per_sample"),
     )
     return row
 

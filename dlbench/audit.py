@@ -58,7 +58,7 @@ def manifest(runs: pd.DataFrame) -> dict:
     return {"cell_key": CELL_FIELDS, "cells": cells}
 
 
-def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), noisy_cv: float = 0.1) -> AuditResult:
+def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), **build_options) -> AuditResult:
     result = AuditResult()
     stored_runs_path, stored_cells_path = tables_dir / "runs.csv", tables_dir / "cells.csv"
     for path in (stored_runs_path, stored_cells_path):
@@ -68,7 +68,7 @@ def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), noisy_cv: 
         return result
     stored_runs = pd.read_csv(stored_runs_path, dtype=str, keep_default_na=False)
     result.problems += changed_logs(stored_runs, root)
-    runs, cells = tables.build(experiment, root, noisy_cv)
+    runs, cells = tables.build(experiment, root, **build_options)
     for name, table, path in (("runs", runs, stored_runs_path), ("cells", cells, stored_cells_path)):
         if tables.csv_bytes(table) != path.read_bytes():
             result.problems.append(f"{path} differs from the table recomputed from the raw logs ({name})")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import zlib
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from dlbench.coords import Scale  # noqa: E402
 from dlbench.models import CATALOGUE, sample_unit  # noqa: E402
@@ -32,7 +34,8 @@ plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "
 def colour(framework: str) -> str:
     if framework in FRAMEWORK_COLOURS:
         return FRAMEWORK_COLOURS[framework]
-    return FALLBACK_COLOURS[hash(framework) % len(FALLBACK_COLOURS)]
+    # crc32, not hash(): str hashes differ between processes, and the colour must not.
+    return FALLBACK_COLOURS[zlib.crc32(framework.encode()) % len(FALLBACK_COLOURS)]
 
 
 def series_label(framework: str, strategy: str) -> str:
@@ -118,15 +121,29 @@ def speedup_figure(cells: pd.DataFrame, path: str) -> None:
     fig, axes = _grid(max(1, len(panels)))
     for ax, (key, panel) in zip(axes, panels, strict=False):
         devices_max = int(panel["devices"].max())
-        ax.plot([1, devices_max], [1, devices_max], "k--", lw=1, label="ideal (linear)")
+        ax.plot([1, devices_max], [1, devices_max], "k--", lw=1, label="ideal (linear); labels: scaling efficiency")
         for (fw, strategy), series in panel.groupby(["framework", "strategy"]):
             if strategy == "single":
                 continue
             single = panel[(panel["framework"] == fw) & (panel["devices"] == 1)]
             points = pd.concat([single, series]).sort_values("devices")
             ax.plot(points["devices"], points["speedup"], "o-", color=colour(fw), label=series_label(fw, strategy))
+            for _, cell in series[series["efficiency"].notna()].iterrows():
+                ax.annotate(
+                    f"eff. {cell['efficiency']:.2f}",
+                    (cell["devices"], cell["speedup"]),
+                    textcoords="offset points",
+                    xytext=(7, -3),
+                    ha="left",
+                    va="top",
+                    fontsize=8,
+                    color=colour(fw),
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+                )
             for _, cell in series[series["status"] != "ok"].iterrows():
                 ax.annotate(STATUS_LABELS.get(cell["status"], cell["status"]), (cell["devices"], 1), fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.margins(x=0.15)
         ax.set_xlabel("devices")
         ax.set_ylabel("speedup over 1 device")
         ax.set_title(_panel_title(key))

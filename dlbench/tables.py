@@ -23,10 +23,28 @@ STATUS_TEXT = {
 }
 
 
-def build(experiment: Grid, root: str | Path = ".", noisy_cv: float = 0.1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def build(
+    experiment: Grid,
+    root: str | Path = ".",
+    noisy_cv: float = 0.1,
+    flops: dict[str, float] | None = None,
+    peak_tflops: float = 0.0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     runs = runs_table(experiment.runs, root)
     cells = cells_table(runs, experiment.protocol["statistic"], experiment.unavailable, noisy_cv)
-    return runs, cells
+    return runs, add_flops(cells, flops or {}, peak_tflops)
+
+
+def add_flops(cells: pd.DataFrame, flops: dict[str, float], peak_tflops: float) -> pd.DataFrame:
+    """Achieved TFLOP/s = throughput × training FLOPs per sample; MFU against the
+    configured per-device peak (empty when no peak is known, e.g. on a CPU)."""
+    if cells.empty:
+        return cells
+    per_sample = cells["model"].map(flops).astype(float)
+    cells["train_gflops_per_sample"] = per_sample / 1e9
+    cells["tflops"] = cells["throughput"] * per_sample / 1e12
+    cells["mfu"] = cells["tflops"] / (peak_tflops * cells["devices"]) if peak_tflops else float("nan")
+    return cells
 
 
 def csv_bytes(table: pd.DataFrame) -> bytes:
@@ -42,7 +60,7 @@ def cell_text(cell: pd.Series) -> str:
     if cell.get("std") == cell.get("std") and cell.get("n", 0) > 1:
         text += f" ± {cell['std']:.1f}"
     if cell["status"] == "partial":
-        text += f" * ({cell['n']}/{cell['repeats']})"
+        text += f" * ({int(cell['n'])}/{int(cell['repeats'])})"  # floats when read back with N/A cells
     if bool(cell.get("noisy", False)):
         text += " ~"
     return text

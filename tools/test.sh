@@ -5,6 +5,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bash tools/bootstrap.sh
+# Headless Chromium for the report's browser test (tests/test_report_browser.py).
+bash tools/install-chromium.sh
 # The framework environments, through the same rule the pipeline uses.
 .venvs/analysis/bin/snakemake --profile profiles/local --quiet rules frameworks_envs
 exec .venvs/analysis/bin/python -m pytest -ra "$@"

@@ -1,9 +1,29 @@
 # Step logs → runs.csv (one row per run) → cells.csv (one row per cell) → figures.
 
 
+rule model_flops:
+    input:
+        env=lambda wildcards: ancient(os.path.join(VENVS, "pytorch", ".dlbench-env")),
+    output:
+        "results/flops/{model}.json",
+    log:
+        "logs/flops/{model}.log",
+    conda:
+        "../../envs/pytorch.yaml"
+    params:
+        python=os.path.join(VENVS, "pytorch", "bin", "python"),
+        repo=REPO,
+        image_size=config["run"]["image_size"],
+        seq_len=config["run"]["seq_len"],
+    shell:
+        "PYTHONPATH={params.repo} {params.python} -m dlbench.flops --model {wildcards.model}"
+        " --image-size {params.image_size} --seq-len {params.seq_len} --out {output} > {log} 2>&1"
+
+
 rule aggregate:
     input:
         records=all_run_records(),
+        flops=model_flops_files(),
     output:
         runs="results/tables/runs.csv",
         cells=report(
@@ -45,7 +65,7 @@ rule figures:
 rule references:
     input:
         cells="results/tables/cells.csv",
-        published=config["references"]["published"],
+        published=published_references(),
         baseline=(
             [config["references"]["baseline"]]
             if config["references"]["baseline"]

@@ -1,12 +1,12 @@
-# The human-readable report, built from the tables and figures only.
+# The human-readable report, built from the tables (per-model figures are drawn by the
+# report itself; the environment section reads the step-log headers of the runs in runs.csv).
 
 
 rule report_document:
     input:
         cells="results/tables/cells.csv",
         runs="results/tables/runs.csv",
-        throughput="results/figures/throughput.png",
-        speedup="results/figures/speedup.png",
+        references="results/tables/references.csv",
     output:
         html=report(
             "results/report/index.html",

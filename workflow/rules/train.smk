@@ -2,9 +2,26 @@
 # environment; each rank writes its raw step log next to launch.json.
 
 
-rule train:
+rule find_max_batch:
     input:
         env=lambda wildcards: ancient(framework_env(wildcards)),
+    output:
+        MAX_BATCH_TEMPLATE,
+    log:
+        "logs/batch_max/{device}/{framework}/{model}/{precision}.log",
+    conda:
+        ANALYSIS_ENV
+    threads: threads_per_run()
+    params:
+        python=framework_python,
+        repo=REPO,
+    script:
+        "../scripts/find_max_batch.py"
+
+
+rule train:
+    input:
+        train_inputs,
     output:
         record=protected(RUN_RECORD_TEMPLATE),
     log:
@@ -12,13 +29,22 @@ rule train:
     conda:
         "../../envs/{framework}.yaml"
     threads: threads_per_run()
+    # Slurm job of one run, sized from its scale (common.smk); other executors ignore
+    # all but mem_mb and runtime.
     resources:
-        mem_mb=config["run"]["mem_mb"],
-        runtime=config["run"]["time_limit_s"] // 60 + 5,
+        mem_mb=slurm_mem_mb,
+        runtime=slurm_runtime,
+        nodes=slurm_nodes,
+        tasks=slurm_tasks,
+        cpus_per_task=slurm_cpus_per_task,
+        gpu=slurm_gpu,
+        mpi=slurm_mpi,
+        slurm_extra=slurm_extra,
+        dlbench_attempt=snakemake_attempt,
     params:
         args=launch_arguments,
         repo=REPO,
         python=framework_python,
     shell:
-        "PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
+        "DLBENCH_ATTEMPT={resources.dlbench_attempt} PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
         " {params.args} --threads {threads} > {log} 2>&1"

@@ -1,6 +1,8 @@
 """Rule aggregate: raw step logs of every run in the grid → runs.csv, cells.csv, cells.md."""
 
+import json
 import sys
+from pathlib import Path
 
 from dlbench import grid, tables
 
@@ -8,7 +10,13 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
 config = snakemake.config
 experiment = grid.expand(config)
-runs, cells = tables.build(experiment, noisy_cv=config["analysis"]["noisy_cv"])
+flops = {}
+for path in snakemake.input.flops:
+    counted = json.loads(Path(path).read_text())
+    flops[counted["model"]] = counted["train_flops_per_sample"]
+runs, cells = tables.build(
+    experiment, noisy_cv=config["analysis"]["noisy_cv"], flops=flops, peak_tflops=config["run"]["peak_tflops"]
+)
 with open(snakemake.output.runs, "wb") as f:
     f.write(tables.csv_bytes(runs))
 with open(snakemake.output.cells, "wb") as f:

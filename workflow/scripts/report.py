@@ -1,17 +1,15 @@
-"""Rule report_document: tables + figures → results/report/index.html."""
+"""Rule report_document: cells.csv + runs.csv (+ run headers, references.csv) → results/report/index.html."""
 
 import sys
-
-import pandas as pd
+from pathlib import Path
 
 from dlbench import grid, report
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
 
 config = snakemake.config  # noqa: F821
-cells = pd.read_csv(snakemake.input.cells, dtype={"batch": str})  # noqa: F821
-runs = pd.read_csv(snakemake.input.runs, dtype={"batch": str})  # noqa: F821
-figures = {"throughput": snakemake.input.throughput, "speedup": snakemake.input.speedup}  # noqa: F821
-html = report.render(cells, runs, figures, grid.expand(config).protocol, config)
-with open(snakemake.output.html, "w") as f:  # noqa: F821
-    f.write(html)
+inputs = snakemake.input  # noqa: F821
+# references.csv: an input of the rule; read from its usual place if the rule does not name it.
+references = getattr(inputs, "references", None) or "results/tables/references.csv"
+html = report.render_files(inputs.cells, inputs.runs, grid.expand(config).protocol, config, references, root=".")
+Path(snakemake.output.html).write_text(html, encoding="utf-8")  # noqa: F821

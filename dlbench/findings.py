@@ -1,0 +1,400 @@
+"""Findings: short factual sentences computed from cells.csv, every number traceable to its cells.
+
+A `Finding` is a sentence made of text and `Number`s; each `Number` keeps the `CellKey`s
+it was computed from (a ratio: both cells; an efficiency: the cell and its 1-device
+baseline), so the report can link every number to the table cell it came from and a
+test can check each sentence against a hand-made cells table. No canned prose: a
+sentence exists only when the cells it needs have numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE, CellKey, Scale
+from dlbench.models import CATALOGUE, sample_unit
+from dlbench.tables import STATUS_TEXT
+
+GROUP = ["model", "batch", "precision", "data"]  # one throughput table / figure panel
+# Variants compared against a baseline value of the same coordinate, with the sentence's wording.
+VARIANTS = {
+    "data": ("real", "synthetic", "With real data", "its synthetic-data throughput"),
+    "precision": ("amp", "fp32", "With mixed precision (amp)", "its fp32 throughput"),
+}
+MAX_LISTED = 5  # cells named in one sentence before "and N more"
+
+
+@dataclass(frozen=True)
+class Number:
+    """One number in a sentence: its value, how it is printed, and the cells it comes from."""
+
+    value: float
+    text: str
+    quantity: str  # throughput | ratio | speedup | efficiency | cv | count | reference_ratio (cell ÷ its reference)
+    cells: tuple[CellKey, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    topic: str  # compare | scaling | variant | noise | status | reference
+    model: str | None  # None: about the whole grid
+    parts: tuple[str | Number, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text if isinstance(p, Number) else p for p in self.parts)
+
+    @property
+    def numbers(self) -> list[Number]:
+        return [p for p in self.parts if isinstance(p, Number)]
+
+    @property
+    def cells(self) -> list[CellKey]:
+        seen: dict[CellKey, None] = {}
+        for number in self.numbers:
+            seen.update(dict.fromkeys(number.cells))
+        return list(seen)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def cell_key(row: pd.Series | dict) -> CellKey:
+    return CellKey(**{f: str(row[f]) for f in CELL_FIELDS})
+
+
+def model_title(model: str) -> str:
+    return CATALOGUE.get(model, {}).get("title", model)
+
+
+def unit(model: str) -> str:
+    return f"{sample_unit(model) if model in CATALOGUE else 'samples'}/s"
+
+
+def _finite(x) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def throughput(row, cells: tuple[CellKey, ...] | None = None) -> Number:
+    return Number(float(row["throughput"]), f"{row['throughput']:.1f}", "throughput", cells or (cell_key(row),))
+
+
+def ratio(a, b) -> Number:
+    value = float(a["throughput"]) / float(b["throughput"])
+    return Number(value, f"{value:.2f}×", "ratio", (cell_key(a), cell_key(b)))
+
+
+def count(n: int, cells: list[CellKey]) -> Number:
+    return Number(float(n), str(n), "count", tuple(cells))
+
+
+def _verb(n: int, singular: str, plural: str) -> str:
+    return singular if n == 1 else plural
+
+
+def _with_numbers(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells with a finite throughput (ok, or partial: some repeats produced a number)."""
+    if cells.empty:
+        return cells
+    return cells[cells["throughput"].map(_finite)]
+
+
+def _devices(scale: str) -> int:
+    return Scale.parse(scale).devices
+
+
+def _context(model: str, key: tuple, several_groups: bool) -> str:
+    """`ResNet-50` or, when a model has several tables, `ResNet-50 (batch 8/device, fp32, synthetic data)`."""
+    if not several_groups:
+        return model_title(model)
+    _, batch, precision, data = key
+    return f"{model_title(model)} (batch {batch}/device, {precision}, {data} data)"
+
+
+def _series_labels(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """framework, or `framework (strategy)` where a framework has several strategies here."""
+    per_fw = rows.groupby("framework")["strategy"].nunique()
+    return {
+        (fw, st): fw if per_fw[fw] == 1 or st == SINGLE_DEVICE else f"{fw} ({st})"
+        for fw, st in zip(rows["framework"], rows["strategy"], strict=True)
+    }
+
+
+def _join(items: list[list[str | Number]]) -> list[str | Number]:
+    out: list[str | Number] = []
+    for i, item in enumerate(items):
+        if i:
+            out.append(" and " if i == len(items) - 1 else ", ")
+        out.extend(item)
+    return out
+
+
+def _groups(cells: pd.DataFrame):
+    """(model, group key, rows, several groups for this model) in table order."""
+    per_model = cells.groupby("model")[GROUP[1:]].apply(lambda g: len(g.drop_duplicates()))
+    for key, rows in cells.groupby(GROUP, sort=True):
+        yield key[0], key, rows, per_model[key[0]] > 1
+
+
+# ---------------------------------------------------------------- the sentences
+
+
+def compare_frameworks(cells: pd.DataFrame) -> list[Finding]:
+    """At the smallest and the largest scale where several frameworks have a number:
+    the fastest framework's throughput as a multiple of each other's."""
+    out = []
+    for model, key, rows, several in _groups(_with_numbers(cells)):
+        shared = [s for s in rows["scale"].unique() if rows[rows["scale"] == s]["framework"].nunique() > 1]
+        shared = sorted(shared, key=lambda s: (_devices(s), s))
+        for scale in dict.fromkeys(shared[:1] + shared[-1:]):
+            at = rows[rows["scale"] == scale].sort_values(["throughput", "framework"], ascending=[False, True])
+            labels = _series_labels(at)
+            best = at.iloc[0]
+            others = [r for _, r in at.iloc[1:].iterrows() if r["framework"] != best["framework"]]
+            parts: list[str | Number] = [
+                f"At {scale}, {labels[(best['framework'], best['strategy'])]}'s {_context(model, key, several)} "
+                "throughput (",
+                throughput(best),
+                f" {unit(model)}) is ",
+            ]
+            parts += _join(
+                [
+                    [ratio(best, o), f" {labels[(o['framework'], o['strategy'])]}'s (", throughput(o), ")"]
+                    for o in others
+                ]
+            )
+            out.append(Finding("compare", model, (*parts, ".")))
+    return out
+
+
+def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
+    same = cells
+    for f in ("framework", "model", "precision", "data", "batch"):
+        same = same[same[f].astype(str) == str(row[f])]
+    single = same[same["scale"].map(_devices) == 1]
+    return single.iloc[0] if not single.empty else None
+
+
+def _relative(row, base, quantity: str, text: str) -> Number:
+    """Speedup or efficiency: computed from the cell and its 1-device baseline cell."""
+    return Number(float(row[quantity]), text, quantity, (cell_key(row), cell_key(base)))
+
+
+def scaling(cells: pd.DataFrame) -> list[Finding]:
+    """Per framework and strategy: scaling efficiency from the smallest to the largest
+    multi-device scale (or the speedup at the one multi-device scale measured)."""
+    out = []
+    measured = _with_numbers(cells)
+    for model, key, rows, several in _groups(measured):
+        multi = rows[(rows["scale"].map(_devices) > 1) & rows["efficiency"].map(_finite)]
+        labels = _series_labels(multi) if not multi.empty else {}
+        for (fw, strategy), series in multi.groupby(["framework", "strategy"], sort=True):
+            base = _baseline(measured, series.iloc[0])
+            if base is None:
+                continue
+            series = series.assign(d=series["scale"].map(_devices)).sort_values(["d", "scale"])
+            name = f"{labels[(fw, strategy)]}'s {_context(model, key, several)}"
+
+            def eff(row, base=base):
+                return _relative(row, base, "efficiency", f"{row['efficiency']:.2f}")
+
+            def speedup(row, base=base):
+                return _relative(row, base, "speedup", f"{row['speedup']:.2f}×")
+
+            first, last = series.iloc[0], series.iloc[-1]
+            if len(series) == 1:
+                parts = [
+                    f"{name} speedup at {first['scale']} is ",
+                    speedup(first),
+                    " over one device (scaling efficiency ",
+                    eff(first),
+                    ")",
+                ]
+                if first["speedup"] < 1:
+                    parts.append(": it is slower than on one device")
+            else:
+                a, b = eff(first), eff(last)
+                verb = "stays at" if a.text == b.text else ("falls from" if b.value < a.value else "rises from")
+                if verb == "stays at":
+                    parts = [f"{name} scaling efficiency stays at ", a, f" from {first['scale']} to {last['scale']}"]
+                else:
+                    parts = [
+                        f"{name} scaling efficiency {verb} ",
+                        a,
+                        f" ({first['scale']}) to ",
+                        b,
+                        f" ({last['scale']}); speedup at {last['scale']}: ",
+                        speedup(last),
+                    ]
+            out.append(Finding("scaling", model, (*parts, ".")))
+    return out
+
+
+def variants(cells: pd.DataFrame) -> list[Finding]:
+    """Real vs synthetic data and amp vs fp32, where both cells have a number, at the
+    smallest and the largest scale measured both ways."""
+    out = []
+    measured = _with_numbers(cells)
+    for column, (variant, baseline, opening, of_what) in VARIANTS.items():
+        others = [f for f in CELL_FIELDS if f not in (column, "scale")]
+        pairs = measured[measured[column] == variant].merge(
+            measured[measured[column] == baseline], on=[*others, "scale"], suffixes=("", "_base")
+        )
+        for (fw, model, batch, _), rows in pairs.groupby(["framework", "model", "batch", "strategy"], sort=True):
+            rows = rows.assign(d=rows["scale"].map(_devices)).sort_values(["d", "scale"])
+            for _, row in rows.iloc[list(dict.fromkeys([0, len(rows) - 1]))].iterrows():
+                base = {**row.to_dict(), column: baseline, "throughput": row["throughput_base"]}
+                out.append(
+                    Finding(
+                        "variant",
+                        model,
+                        (
+                            f"{opening}, {fw}'s {model_title(model)} throughput at {row['scale']} "
+                            f"(batch {batch}/device) is ",
+                            ratio(row, base),
+                            f" {of_what} (",
+                            throughput(row),
+                            " vs ",
+                            throughput(base),
+                            f" {unit(model)}).",
+                        ),
+                    )
+                )
+    return out
+
+
+def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
+    """How many cells with at least two numbers have a CV across repeats above the threshold."""
+    if cells.empty or "cv" not in cells:
+        return []
+    checked = cells[cells["cv"].map(_finite) & (cells["n"].fillna(0) >= 2)]
+    if checked.empty:
+        return []
+    noisy = checked[checked["cv"] > threshold].sort_values("cv", ascending=False)
+    everyone = [cell_key(r) for _, r in checked.iterrows()]
+    if noisy.empty:
+        return [
+            Finding(
+                "noise",
+                None,
+                (
+                    "None of the ",
+                    count(len(checked), everyone),
+                    f" cells with two or more repeats has a coefficient of variation above {threshold:g}.",
+                ),
+            )
+        ]
+    worst = noisy.iloc[0]
+    cv = Number(float(worst["cv"]), f"{worst['cv']:.2f}", "cv", (cell_key(worst),))
+    return [
+        Finding(
+            "noise",
+            None,
+            (
+                count(len(noisy), [cell_key(r) for _, r in noisy.iterrows()]),
+                " of ",
+                count(len(checked), everyone),
+                f" cells with two or more repeats {_verb(len(noisy), 'has', 'have')} a coefficient of variation "
+                f"above {threshold:g} (their numbers are uncertain); the largest is ",
+                cv,
+                f" ({worst['framework']} {model_title(worst['model'])} at {worst['scale']}).",
+            ),
+        )
+    ]
+
+
+def status(cells: pd.DataFrame) -> list[Finding]:
+    """Cells without a number (by status) and cells where only some repeats produced one."""
+    if cells.empty:
+        return []
+    out = []
+    missing = cells[~cells["throughput"].map(_finite)]
+    if not missing.empty:
+        listed = [
+            f"{r['framework']} {model_title(r['model'])} at {r['scale']} "
+            f"({STATUS_TEXT.get(r['status'], str(r['status']).upper())})"
+            for _, r in missing.head(MAX_LISTED).iterrows()
+        ]
+        more = f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
+        out.append(
+            Finding(
+                "status",
+                None,
+                (
+                    count(len(missing), [cell_key(r) for _, r in missing.iterrows()]),
+                    " of ",
+                    count(len(cells), [cell_key(r) for _, r in cells.iterrows()]),
+                    f" cells {_verb(len(missing), 'has', 'have')} no number: {'; '.join(listed)}{more}.",
+                ),
+            )
+        )
+    partial = cells[cells["status"] == "partial"]
+    if not partial.empty:
+        out.append(
+            Finding(
+                "status",
+                None,
+                (
+                    count(len(partial), [cell_key(r) for _, r in partial.iterrows()]),
+                    _verb(
+                        len(partial),
+                        " cell has a number from only some of its repeats (marked *).",
+                        " cells have a number from only some of their repeats (marked *).",
+                    ),
+                ),
+            )
+        )
+    return out
+
+
+def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> list[Finding]:
+    """Per kind (published, baseline): how many comparisons fall within the tolerance, are
+    slower or faster, and the furthest one. From references.csv (dlbench.references): one
+    row per measured cell and reference it matched, with `measured`, `reference`, `ratio`."""
+    if references is None or references.empty:
+        return []
+    out = []
+    refs = references[references["ratio"].map(_finite)].assign(batch=lambda r: r["batch"].astype(str))
+    for kind, rows in refs.groupby("kind", sort=True):
+        tally = []
+        for verdict in ("within", "slower", "faster"):
+            chosen = rows[rows["verdict"] == verdict]
+            if not chosen.empty:
+                tally.append([count(len(chosen), [cell_key(r) for _, r in chosen.iterrows()]), f" {verdict}"])
+        far = rows.loc[rows["ratio"].map(lambda r: abs(math.log(r)) if r > 0 else math.inf).idxmax()]
+        hardware = "" if pd.isna(far.get("hardware")) else str(far.get("hardware") or "")
+        what = "published numbers" if kind == "published" else f"the {kind} ({far['source']})"
+        parts: list[str | Number] = [
+            f"Of the {len(rows)} comparisons with {what}, tolerance ±{tolerance:.0%}: ",
+            *_join(tally),
+            f". Furthest: {far['framework']} {model_title(far['model'])} at {far['scale']} "
+            f"(batch {far['batch']}/device), ",
+            Number(float(far["measured"]), f"{far['measured']:.1f}", "throughput", (cell_key(far),)),
+            f" {unit(far['model'])}, is ",
+            Number(float(far["ratio"]), f"{far['ratio']:.2f}×", "reference_ratio", (cell_key(far),)),
+            f" the reference {far['reference']:.1f}"
+            + (f" ({far['source']}, {hardware})" if kind == "published" and hardware else "")
+            + ".",
+        ]
+        out.append(Finding("reference", None, tuple(parts)))
+    return out
+
+
+def findings(cells: pd.DataFrame, noisy_cv: float = 0.1) -> list[Finding]:
+    """Every finding: the whole grid's first, then per model (comparisons, scaling, variants)."""
+    if cells.empty:
+        return []
+    cells = cells.assign(batch=cells["batch"].astype(str))
+    return [
+        *status(cells),
+        *noise(cells, noisy_cv),
+        *compare_frameworks(cells),
+        *scaling(cells),
+        *variants(cells),
+    ]
