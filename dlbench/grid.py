@@ -97,5 +97,8 @@ def expand(config: dict) -> Grid:
             if model not in caps["models"]:
                 unavailable[cell] = caps["unavailable"].get(model, f"{fw} has no {model} model")
                 continue
+            if data not in caps["data"]:
+                unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline yet"
+                continue
             runs.extend(RunCoords(**values, repeat=r) for r in range(1, proto["repeats"] + 1))
     return Grid(runs=runs, unavailable=unavailable, protocol=proto)

@@ -56,9 +56,21 @@ def test_protocol_overrides_and_repeats():
     assert {r.repeat for r in g.runs} == {1, 2}
 
 
-def test_unbuildable_model_becomes_unavailable_cell_not_dropped():
+def test_unbuildable_model_becomes_unavailable_cell_not_dropped(monkeypatch):
+    real = grid.capabilities
+
+    def without_bert(name):
+        caps = real(name)
+        return {
+            **caps,
+            "models": tuple(m for m in caps["models"] if m != "bert_base"),
+            "unavailable": {"bert_base": "no BERT in this build"},
+        }
+
+    monkeypatch.setattr(grid, "capabilities", without_bert)
     g = grid.expand(config(models=["resnet50", "bert_base"], scales=["1x1"], batch_per_device=[8]))
     assert [c.model for c in g.unavailable] == ["bert_base"]
+    assert list(g.unavailable.values()) == ["no BERT in this build"]
     assert all(r.model == "resnet50" for r in g.runs)
 
 
@@ -75,3 +87,10 @@ def test_unbuildable_model_becomes_unavailable_cell_not_dropped():
 def test_semantic_errors_name_key_and_value(changes, message):
     with pytest.raises(grid.ConfigError, match=message):
         grid.expand(config(**changes))
+
+
+def test_real_data_without_an_input_pipeline_is_an_unavailable_cell():
+    g = grid.expand(config(data=["synthetic", "real"], scales=["1x1"], batch_per_device=[8]))
+    assert {r.data for r in g.runs} == {"synthetic"}
+    assert {c.data for c in g.unavailable} == {"real"}
+    assert all("input pipeline" in why for why in g.unavailable.values())

@@ -33,4 +33,7 @@ def capabilities(name: str) -> dict:
         "unavailable": dict(getattr(module, "UNAVAILABLE", {})),
         "strategies": tuple(module.STRATEGIES),
         "precisions": tuple(module.PRECISIONS),
+        # Input pipelines the runner has; a runner without a real-data pipeline keeps
+        # real-data cells in the grid as unavailable rather than timing synthetic data.
+        "data": tuple(getattr(module, "DATA", ("synthetic",))),
     }

@@ -88,7 +88,7 @@ def launch_arguments(wildcards):
         f"--progress-every {run['progress_every']}",
         f"--memory-cap-mb {run['memory_cap_mb']}",
         f"--launcher {run['launcher']}",
-        f"--env-lock {REPO}/envs/{wildcards.framework}.txt",
+        f"--env-lock {train_env_lock(wildcards)}",
     ]
     if run["compile"]:
         args.append("--compile")
@@ -116,7 +116,13 @@ def train_inputs(wildcards):
     `batch: max`, the batch search."""
     if os.path.exists(RUN_RECORD_TEMPLATE.format(**wildcards)):
         return []
-    return [ancient(framework_env(wildcards)), *max_batch_result(wildcards)]
+    # --sdm apptainer: the framework's verified image (containers.smk) instead of its venv
+    software = (
+        image_inputs(wildcards)
+        if USE_APPTAINER
+        else [ancient(framework_env(wildcards))]
+    )
+    return [*software, *max_batch_result(wildcards)]
 
 
 # Slurm resources of rule `train`, from the run's scale (snakemake-executor-plugin-slurm's
@@ -198,3 +204,103 @@ def slurm_extra(wildcards, attempt):
 
 def snakemake_attempt(wildcards, attempt):
     return attempt
+
+
+# ---- Apptainer images (rules in containers.smk; docs/containers.md) ----
+from snakemake.settings.types import DeploymentMethod
+
+from dlbench import containers as dlbench_containers  # noqa: E402
+from dlbench import provenance as dlbench_provenance  # noqa: E402
+
+USE_APPTAINER = (
+    DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+)
+IMAGES_LOCK = os.path.abspath(
+    os.environ.get(
+        "DLBENCH_IMAGES_LOCK", os.path.join(REPO, "containers", "images.lock")
+    )
+)
+if USE_APPTAINER and config["run"]["launcher"] == "srun":
+    # Snakemake runs the whole job command in the image: srun is not there and --cleanenv
+    # drops SLURM_*. Multi-node runs need the ranks, not the launcher, in the image.
+    raise WorkflowError(
+        "run.launcher: srun does not work inside an Apptainer image yet (docs/containers.md, "
+        "Known gaps): use launcher: local (one node) with --sdm apptainer, or the venvs"
+    )
+try:
+    IMAGE_PINS = dlbench_containers.load_lock(IMAGES_LOCK)
+except dlbench_containers.ContainerError as error:
+    raise WorkflowError(str(error)) from None
+# Built images are large: keep them where the cluster keeps such things.
+IMAGES_DIR = os.path.abspath(
+    os.environ.get("DLBENCH_IMAGES", os.path.join(REPO, "containers"))
+)
+IMAGE_FILE = os.path.join(IMAGES_DIR, "{framework}.sif")
+# What verify_image checked; the training job's step-log header takes the image digest from it.
+IMAGE_RECORD = "results/containers/{framework}.image.json"
+# Where the images' recipes put dlbench's code and the framework's env lock.
+IMAGE_DLBENCH = dlbench_containers.IMAGE_CODE_DIR
+# The resolved config (defaults filled in), hashed into every run's header.
+CONFIG_SHA256 = dlbench_provenance.config_sha256(config)
+
+
+def _pinned(framework):
+    if framework not in IMAGE_PINS:
+        raise WorkflowError(
+            f"containers/images.lock has no [{framework}] image (known: {', '.join(IMAGE_PINS)})"
+        )
+    return framework
+
+
+def framework_image(wildcards):
+    return IMAGE_FILE.format(framework=_pinned(wildcards.framework))
+
+
+def framework_container(wildcards):
+    """The training rule's `container:` (None, so no image is even named, without --sdm apptainer)."""
+    return framework_image(wildcards) if USE_APPTAINER else None
+
+
+def image_inputs(wildcards):
+    """A training job's image and verification record under --sdm apptainer; nothing otherwise.
+
+    Listed as inputs so that `snakemake -n --sdm apptainer` shows each job's image, and so that
+    no job starts before its image has been verified.
+    """
+    if not USE_APPTAINER:
+        return []
+    return [
+        ancient(framework_image(wildcards)),
+        ancient(IMAGE_RECORD.format(framework=wildcards.framework)),
+    ]
+
+
+def train_python(wildcards):
+    return "python3" if USE_APPTAINER else framework_python(wildcards)
+
+
+def train_pythonpath(wildcards):
+    return IMAGE_DLBENCH if USE_APPTAINER else REPO
+
+
+def train_env_lock(wildcards):
+    """The env lock to hash into the header: the image's copy inside a container."""
+    root = IMAGE_DLBENCH if USE_APPTAINER else REPO
+    return os.path.join(root, "envs", f"{wildcards.framework}.txt")
+
+
+def train_environment(wildcards):
+    """Variables for the training command (set in the command: --cleanenv drops the host's)."""
+    values = {"DLBENCH_CONFIG_SHA256": CONFIG_SHA256}
+    if USE_APPTAINER:
+        values["DLBENCH_IMAGE_RECORD"] = os.path.abspath(
+            IMAGE_RECORD.format(framework=wildcards.framework)
+        )
+    return " ".join(f"{k}={v}" for k, v in values.items())
+
+
+def grid_images():
+    return [
+        IMAGE_RECORD.format(framework=fw)
+        for fw in sorted({run.framework for run in GRID.runs})
+    ]

@@ -28,6 +28,9 @@ rule train:
         "logs/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}.log",
     conda:
         "../../envs/{framework}.yaml"
+    # The framework's pinned image under --sdm apptainer (containers.smk); ignored otherwise.
+    container:
+        framework_container
     threads: threads_per_run()
     # Slurm job of one run, sized from its scale (common.smk); other executors ignore
     # all but mem_mb and runtime.
@@ -43,8 +46,9 @@ rule train:
         dlbench_attempt=snakemake_attempt,
     params:
         args=launch_arguments,
-        repo=REPO,
-        python=framework_python,
+        repo=train_pythonpath,
+        python=train_python,
+        run_env=train_environment,
     shell:
-        "DLBENCH_ATTEMPT={resources.dlbench_attempt} PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
+        "{params.run_env} DLBENCH_ATTEMPT={resources.dlbench_attempt} PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
         " {params.args} --threads {threads} > {log} 2>&1"
