@@ -217,6 +217,11 @@ def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
         "ci": f"95% CI {cell['ci95_low']:.1f}–{cell['ci95_high']:.1f}"
         if has_number and _finite(cell.get("ci95_low")) and _finite(cell.get("ci95_high")) and int(cell["n"]) > 1
         else "",
+        "tflops": (
+            f"{cell['tflops']:.3g} TFLOP/s" + (f" · MFU {cell['mfu']:.0%}" if _finite(cell.get("mfu")) else "")
+            if has_number and _finite(cell.get("tflops"))
+            else ""
+        ),
         "speedup": f"{cell['speedup']:.2f}×" if scaled else "",
         "efficiency": f"{cell['efficiency']:.2f}" if scaled else "",
         "classes": " ".join(classes),
