@@ -8,5 +8,5 @@ bash tools/bootstrap.sh
 # Headless Chromium for the report's browser test (tests/test_report_browser.py).
 bash tools/install-chromium.sh
 # The framework environments, through the same rule the pipeline uses.
-.venvs/analysis/bin/snakemake --profile profiles/local --quiet rules frameworks_envs
+.venvs/analysis/bin/snakemake --quiet rules --profile profiles/local frameworks_envs
 exec .venvs/analysis/bin/python -m pytest -ra "$@"
