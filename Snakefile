@@ -14,6 +14,21 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/audit.smk"
 
 
+# With a cluster executor (profiles/slurm) these run where snakemake runs: the environments
+# need the network, the analysis takes seconds. Training runs and batch searches are submitted.
+localrules:
+    all,
+    frameworks_envs,
+    runs,
+    model_flops,
+    aggregate,
+    figures,
+    references,
+    audit,
+    framework_env,
+    report_document,
+
+
 rule all:
     default_target: True
     input:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import stats
+from dlbench import slurm, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.provenance import sha256_file
 from dlbench.steplog import StepLog, rank_log_name, read_steplog
@@ -30,6 +30,24 @@ FAILURE_ORDER = ("oom", "timeout", "cancelled", "failed", "killed", "invalid", "
 
 def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
     """One row of runs.csv: status, throughput and evidence for one run."""
+    return with_slurm_outcome(summarize_logs(coords, root), Path(root) / coords.run_dir)
+
+
+def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
+    """A run whose logs do not say 'ok': Slurm's record (slurm.json, dlbench.slurm) names
+    what rank logs cannot -- a job cancelled, timed out or OOM-killed as a whole leaves logs
+    without footers, or none. A rank's own 'oom'/'timeout' footer is more specific and stays."""
+    if row["status"] in ("ok", "oom", "timeout"):
+        return row
+    status, reason = slurm.outcome(run_dir)
+    if status:
+        row["status"] = status
+        row["reason"] = "; ".join(r for r in (reason, row["reason"]) if r)
+    return row
+
+
+def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
+    """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
     world = coords.devices
     row: dict = {**coords.as_dict(), "devices": world, "status": "ok", "reason": "", "throughput": math.nan}

@@ -192,6 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     if dist is not None:
         return run_as_rank(args, dist)
     run_dir = Path(args.run_dir)
+    if args.launcher == "srun":
+        from dlbench import slurm
+
+        # Slurm ended an earlier attempt (scancel, time limit) before it wrote launch.json:
+        # a retry moves its files to attempt<k>/; a later invocation records it as it ended.
+        recorded = slurm.previous_attempt(run_dir, coords_from(args).devices)
+        if recorded is not None:
+            write_launch_record(args, coords_from(args).devices, recorded, time.monotonic())
+            return 0
     existing = sorted(run_dir.glob("rank*.steps.jsonl"))
     if existing:
         sys.exit(

@@ -79,6 +79,8 @@ ACTIVE_STATES = {
     "STOPPED",
     "SUSPENDED",
 }
+# How long a new attempt waits for an earlier job that Slurm still lists as active.
+ACTIVE_WAIT_S = 60
 # srun's stderr when the cgroup OOM killer struck a task of the step.
 OOM_PATTERNS = ("oom-kill event", "Out Of Memory", "out-of-memory")
 
@@ -316,7 +318,6 @@ def srun_command(
     cpus: int,
     device: str,
     inner: list[str],
-    exit_code_dir: str,
     overlap: bool,
     job_name: str = "dlbench",
 ) -> list[str]:
@@ -337,12 +338,14 @@ def srun_command(
         cmd.append("--overlap")
     # sh records each rank's exit status (128+n: killed by signal n); `trap : TERM` keeps the
     # shell alive through scancel's SIGTERM long enough to write it (the rank still gets it).
-    record = f'trap : TERM; "$@"; echo $? > "{exit_code_dir}/rank$SLURM_PROCID.exitcode"'
+    record = 'trap : TERM; "$@"; echo $? > "$DLBENCH_EXIT_DIR/rank$SLURM_PROCID.exitcode"'
     return [*cmd, "sh", "-c", record, "dlbench-rank", *inner]
 
 
 def rank_environment(base: dict, master_addr: str, port: int, addresses: dict[str, str]) -> dict:
-    env = {k: v for k, v in base.items() if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in KEEP_SLURM_ENV)}
+    env = {
+        k: v for k, v in base.items() if not (k.startswith(("SLURM_", "SRUN_", "SBATCH_")) and k not in KEEP_SLURM_ENV)
+    }
     env.update(
         DLBENCH_SRUN="1",
         DLBENCH_MASTER_ADDR=master_addr,
@@ -393,7 +396,7 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
         sys.exit(f"dlbench: scale {scale} needs {scale.nodes} nodes; Slurm job {job_id} has {nodes}")
     nodes = nodes[: scale.nodes]
     addresses = node_addresses(nodes)
-    port = int(os.environ.get("DLBENCH_MASTER_PORT_OVERRIDE") or master_port(job_id))
+    port = int(os.environ.get("DLBENCH_SLURM_PORT") or master_port(job_id))
     cpus = cpus_per_task(args.threads, scale.devices_per_node)
     inner = [sys.executable, "-m", "dlbench.launch", *argv]
     cmd = srun_command(
@@ -402,7 +405,6 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
         cpus,
         args.device,
         inner,
-        str(run_dir.resolve()),
         overlap="SLURM_STEP_ID" in os.environ,
         job_name=f"dlbench-{coords.framework}-{coords.scale}",
     )
@@ -428,6 +430,7 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     env = rank_environment(os.environ, record["master_addr"], port, addresses)
+    env["DLBENCH_EXIT_DIR"] = str(run_dir.resolve())  # where each rank's shell leaves its exit status
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
     oom_lines: list[str] = []
@@ -518,6 +521,10 @@ def job_state(job_id: str) -> dict:
     return {"state": None, "source": None}
 
 
+def _active(state: dict) -> bool:
+    return (state.get("state") or "").split(" ")[0] in ACTIVE_STATES
+
+
 def _job_id_from_rank_logs(run_dir: Path) -> str | None:
     for path in sorted(run_dir.glob("rank*.steps.jsonl")):
         try:
@@ -572,7 +579,11 @@ def previous_attempt(run_dir: str | os.PathLike, world: int, attempt: int | None
     record = read_record(run_dir) or {}
     job_id = record.get("job_id") or _job_id_from_rank_logs(run_dir)
     state = job_state(job_id) if job_id else {"state": None, "source": None}
-    if (state.get("state") or "").split(" ")[0] in ACTIVE_STATES and job_id != job_id_from_environment():
+    deadline = time.monotonic() + ACTIVE_WAIT_S  # accounting can lag behind the controller
+    while _active(state) and job_id != job_id_from_environment() and time.monotonic() < deadline:
+        time.sleep(5)
+        state = job_state(job_id)
+    if _active(state) and job_id != job_id_from_environment():
         sys.exit(
             f"dlbench: {run_dir}: the earlier attempt, Slurm job {job_id}, is still {state['state']}; "
             "wait for it to end (or scancel it), then run again"

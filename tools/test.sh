@@ -9,4 +9,8 @@ bash tools/bootstrap.sh
 bash tools/install-chromium.sh
 # The framework environments, through the same rule the pipeline uses.
 .venvs/analysis/bin/snakemake --quiet rules --profile profiles/local frameworks_envs
+# The one-host Slurm cluster for tests/test_slurm.py (needs root; its tests skip without it).
+if [ "$(id -u)" = 0 ]; then
+    bash tools/slurm-local/up.sh || echo "[test] no local Slurm cluster: tests marked slurm will skip" >&2
+fi
 exec .venvs/analysis/bin/python -m pytest -ra "$@"
