@@ -1,0 +1,240 @@
+"""The MXNet runner for real, in its own environment (.venvs/mxnet, from envs/mxnet.txt).
+
+Tests run in the analysis environment, which has no MXNet: everything that needs MXNet
+runs in a subprocess of the mxnet venv's python.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, framework_python
+
+PYTHON = framework_python("mxnet")
+pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the mxnet environment is not built")
+
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+
+# Trainable parameter counts measured with mxnet 1.9.1 (Runner.build(), 1000 classes), with
+# the torchvision 0.29 / Keras counts for comparison:
+#  - ResNet-50/152: Gluon's BottleneckV1 gives its two 1x1 body convs a bias; torchvision and
+#    Keras do not: +18,880 (ResNet-50: torchvision 25,557,032) and +59,840 (ResNet-152:
+#    60,192,808). The v1.5 stride move changes no count. Independent of image size.
+#  - VGG-16 / AlexNet flatten the last feature map (as Keras does): the first dense layer,
+#    hence the count, depends on the image size; at 224 px they equal torchvision's
+#    (138,357,544 / 61,100,840); torchvision pools to 7x7 / 6x6 and keeps those at any size.
+#  - InceptionV3 (no auxiliary head, global final pool): 23,834,568 = torchvision's with
+#    aux_logits=False.
+#  - BERT-base pre-training with the MLM decoder tied to the word embedding: 110,106,428 =
+#    gluonnlp 0.10 bert_12_768_12 (use_decoder/use_classifier) = Hugging Face BertForPreTraining.
+QUICK_COUNTS = {
+    ("resnet50", 32): 25_575_912,
+    ("vgg16", 64): 43_985_704,
+    ("alexnet", 64): 24_400_680,
+}
+SLOW_COUNTS = {
+    ("resnet152", 32): 60_252_648,
+    ("vgg16", 224): 138_357_544,
+    ("alexnet", 224): 61_100_840,
+    ("inception_v3", 299): 23_834_568,
+    ("inception_v3", 75): 23_834_568,  # Gluon's fixed 8x8 final pool would fail below 299 px
+    ("bert_base", 128): 110_106_428,
+}
+
+BUILD_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from dlbench.coords import RunCoords
+    from dlbench.runners.base import RunSpec
+    from dlbench.runners.mxnet import Runner
+
+    out = {}
+    for model, size in json.loads(sys.argv[1]):
+        coords = RunCoords("mxnet", model, "fp32", "synthetic", "1", "1x1", "single", 0)
+        text = model == "bert_base"
+        spec = RunSpec(coords=coords, batch=1, image_size=0 if text else size, seq_len=size if text else 0,
+                       threads=2, device="cpu")
+        runner = Runner(spec)
+        runner.build()
+        info = {"params": runner.describe()["trainable_params"]}
+        if model == "resnet50":
+            # Strides of the convolutions in the graph the steps run (v1 vs v1.5 placement).
+            nodes = json.loads(runner.net._cached_graph[1].tojson())["nodes"]
+            info["convs"] = [[n["attrs"]["kernel"], n["attrs"]["stride"]] for n in nodes if n["op"] == "Convolution"]
+        out[f"{model}@{size}"] = info
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+def build_models(cases) -> dict:
+    result = subprocess.run(
+        [str(PYTHON), "-c", BUILD_SCRIPT, json.dumps(list(cases))],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+@pytest.fixture(scope="module")
+def quick_models():
+    return build_models(QUICK_COUNTS)
+
+
+@pytest.fixture(scope="module")
+def slow_models():
+    return build_models(SLOW_COUNTS)
+
+
+def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6), size=32):
+    cmd = [
+        str(PYTHON), "-m", "dlbench.launch",
+        "--framework", "mxnet", "--model", model, "--precision", "fp32", "--data", "synthetic",
+        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "1",
+        "--run-dir", str(run_dir), "--preset", "caict2020",
+        "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
+        "--image-size", str(size), "--threads", "2", "--time-limit", "300",
+        "--env-lock", str(REPO / "envs/mxnet.txt"),
+        *extra,
+    ]  # fmt: skip
+    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600, check=False)
+
+
+def losses(log) -> list[float]:
+    return [s["loss"] for s in log.steps]
+
+
+def test_module_does_not_import_mxnet():
+    code = (
+        "import sys; from dlbench.runners import capabilities; c = capabilities('mxnet'); "
+        "assert 'mxnet' not in sys.modules; print(c)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "dist_sync" in result.stdout
+
+
+@pytest.mark.parametrize("case", sorted(QUICK_COUNTS))
+def test_parameter_counts(quick_models, case):
+    model, size = case
+    assert quick_models[f"{model}@{size}"]["params"] == QUICK_COUNTS[case]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(SLOW_COUNTS))
+def test_parameter_counts_large_models(slow_models, case):
+    model, size = case
+    assert slow_models[f"{model}@{size}"]["params"] == SLOW_COUNTS[case]
+
+
+def test_resnet50_is_v1_5(quick_models):
+    """The down-sampling stride sits on the 3x3 conv (torchvision/MLPerf v1.5), not the 1x1."""
+    convs = quick_models["resnet50@32"]["convs"]
+    assert len(convs) == 53
+    strided = [kernel for kernel, stride in convs if stride == "(2, 2)"]
+    # the 7x7 stem, three 3x3 body convs and three 1x1 projection shortcuts
+    assert sorted(strided) == sorted(["(7, 7)"] + ["(3, 3)"] * 3 + ["(1, 1)"] * 3)
+
+
+def test_single_device_run_writes_valid_log(tmp_path):
+    result = launch(tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert len(log.measured_steps()) == 6
+    fw = log.header["framework"]
+    assert fw["name"] == "mxnet" and fw["version"] == "1.9.1"
+    assert fw["features"]["MKLDNN"] is True
+    assert fw["threads"] == 2
+    assert fw["trainable_params"] == QUICK_COUNTS[("resnet50", 32)]
+    assert len(log.header["provenance"]["env_lock_sha256"]) == 64
+    assert all(s["loss"] is not None for s in log.steps)
+    assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
+
+
+def test_loss_decreases_on_a_fixed_batch(tmp_path):
+    result = launch(tmp_path / "run", steps=(0, 30), batch=4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    values = losses(log)
+    assert len(values) == 30
+    assert values[0] > 5.0  # ~ln(1000) at initialisation
+    assert max(values[-5:]) < 0.5 * values[0], values
+
+
+def test_unknown_strategy_is_a_clear_failure(tmp_path):
+    result = launch(tmp_path / "run", scale="1x2", strategy="device")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        log = read_steplog(tmp_path / f"run/rank{rank}.steps.jsonl")
+        assert log.valid and log.status == "failed"
+        assert "not offered" in log.footer["error"]
+
+
+def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
+    """MXNet's "Failed to allocate CPU Memory" under the worker's address-space cap is an
+    `oom` footer (not a C++ abort: the runner starts MXNet's threads before the cap)."""
+    result = launch(tmp_path / "run", "--memory-cap-mb", "600", batch=32, steps=(1, 1), size=224)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "oom", log.footer
+    assert "Failed to allocate" in log.footer["error"]
+
+
+def _ps_processes(port: int) -> list[int]:
+    """Scheduler/server processes still alive for the ps-lite job on `port`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"DMLC_PS_ROOT_PORT={port}".encode() in environ and any(e.startswith(b"DMLC_ROLE=") for e in environ):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_dist_sync_two_workers(tmp_path):
+    steps = (2, 6)
+    started = time.monotonic()
+    result = launch(tmp_path / "dist", scale="1x2", strategy="dist_sync", steps=steps)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((tmp_path / "dist/launch.json").read_text())
+    assert record["rank_exit_codes"] == [0, 0], result.stderr[-3000:]
+    assert elapsed < 240, "ps-lite shutdown should not wait for a timeout"
+    logs = [read_steplog(tmp_path / f"dist/rank{r}.steps.jsonl") for r in (0, 1)]
+    for log in logs:
+        assert log.valid and log.status == "ok", (log.problems, log.footer)
+        assert len(log.measured_steps()) == steps[1]
+        kv = log.header["framework"]["kvstore"]
+        assert kv["type"] == "dist_sync" and kv["num_workers"] == 2 and kv["num_servers"] == 1
+    assert {log.header["framework"]["kvstore"]["rank"] for log in logs} == {0, 1}
+    port = int(logs[0].header["framework"]["kvstore"]["scheduler"].rsplit(":", 1)[1])
+    assert _ps_processes(port) == [], "scheduler/server outlived the run"
+
+    # Gradients are summed over the workers; the runner normalises by the global batch, so
+    # two workers on identical batches must follow the single-device trajectory (a missing
+    # normalisation doubles the step and diverges from it within a few steps).
+    result = launch(tmp_path / "single", steps=steps)
+    assert result.returncode == 0, result.stderr[-3000:]
+    single = losses(read_steplog(tmp_path / "single/rank0.steps.jsonl"))
+    for log in logs:
+        assert losses(log) == pytest.approx(single, rel=1e-3, abs=1e-3), (losses(log), single)

@@ -1,0 +1,246 @@
+"""The TensorFlow runner for real, in its own environment (.venvs/tensorflow, built by the pipeline).
+
+These tests run in the analysis environment, which has no TensorFlow: everything that
+needs TensorFlow runs in a subprocess of the framework environment's python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, framework_python
+
+PYTHON = framework_python("tensorflow")
+pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the tensorflow environment is not built")
+
+LOCK = REPO / "envs/tensorflow.txt"
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+# Trainable parameters as this runner builds each model, measured with TF 2.21.0 /
+# Keras 3.15.1 (non-trainable BatchNorm moving statistics excluded, as torch excludes
+# buffers). The torchvision counts are from torchvision 0.29.1 (.venvs/pytorch).
+EXPECTED_TRAINABLE_PARAMS = {
+    # Keras ResNets have biases in every conv (torchvision's have none): +26,560 over
+    # torchvision's 25,557,032. Keras's model.count_params() says 25,636,712 because it
+    # also counts the 53,120 BatchNorm moving means/variances. v1 (Keras) vs v1.5
+    # (torchvision) moves a stride, not a parameter.
+    ("resnet50", 32): 25_583_592,
+    ("resnet152", 32): 60_268_520,  # torchvision 60,192,808 (+75,712 conv biases)
+    # Keras VGG16 flattens the last feature map: the first dense layer depends on the size.
+    ("vgg16", 32): 37_694_248,  # 14,714,688 conv + (512 x 4096 + 4096) + 16,781,312 + 4,097,000
+    ("vgg16", 224): 138_357_544,  # = torchvision at 224 px
+    # Keras InceptionV3 BatchNorm has no scale (gamma): torchvision (aux_logits=False) has
+    # 23,834,568, i.e. 17,216 more. Needs >= 75 px.
+    ("inception_v3", 75): 23_817_352,
+    # AlexNet in torchvision's layout (adaptive pool to 6x6): = torchvision at any size.
+    ("alexnet", 64): 61_100_840,
+    # BERT-base pre-training with the MLM decoder tied to the word embeddings: the count of
+    # Google's BERT-base / Hugging Face BertForPreTraining.
+    ("bert_base", 16): 110_106_428,
+}
+
+
+def run_python(code: str, timeout: int = 300) -> str:
+    result = subprocess.run(
+        [str(PYTHON), "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
+def launch(
+    run_dir,
+    *extra,
+    model="resnet50",
+    precision="fp32",
+    scale="1x1",
+    strategy="single",
+    batch=4,
+    steps=(2, 4),
+    threads=2,
+    image_size=32,
+):
+    cmd = [
+        str(PYTHON), "-m", "dlbench.launch",
+        "--framework", "tensorflow", "--model", model, "--precision", precision, "--data", "synthetic",
+        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "0",
+        "--run-dir", str(run_dir), "--preset", "caict2020",
+        "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
+        "--image-size", str(image_size), "--threads", str(threads), "--time-limit", "400",
+        "--progress-every", "0", "--env-lock", str(LOCK),
+        *extra,
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def ok_log(path):
+    log = read_steplog(path)
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    return log
+
+
+def losses(log):
+    return [s["loss"] for s in log.steps]
+
+
+def locked_version(package: str) -> str:
+    return re.search(rf"^{package}==(\S+)", LOCK.read_text(), re.M).group(1)
+
+
+# -- no TensorFlow needed ------------------------------------------------------------------
+
+
+def test_module_declares_capabilities_without_importing_tensorflow():
+    code = (
+        "import sys; from dlbench.runners import capabilities; c = capabilities('tensorflow');"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules; print(c)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "multi_worker_mirrored" in out and "bert_base" in out
+
+
+def test_every_rank_computes_the_same_tf_config():
+    from dlbench.runners.base import Distributed
+    from dlbench.runners.tensorflow import tf_config
+
+    ranks = [Distributed(rank=r, world_size=3, local_rank=r, local_world_size=3, master_port=4000) for r in range(3)]
+    configs = [tf_config(d) for d in ranks]
+    assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
+    assert configs[0]["cluster"]["worker"] == ["127.0.0.1:4000", "127.0.0.1:4001", "127.0.0.1:4002"]
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": r} for r in range(3)]
+
+    two_nodes = Distributed(rank=3, world_size=4, local_rank=1, local_world_size=2)
+    with pytest.raises(ValueError, match="endpoints"):
+        tf_config(two_nodes)
+    workers = ["a:1", "a:2", "b:1", "b:2"]
+    given = Distributed(rank=3, world_size=4, local_rank=1, local_world_size=2, endpoints={"workers": workers})
+    assert tf_config(given) == {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 3}}
+
+
+# -- in the TensorFlow environment ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_trainable_parameter_counts_of_every_model():
+    cases = [[m, s] for m, s in EXPECTED_TRAINABLE_PARAMS]
+    out = run_python(
+        f"""
+        import json, keras, tensorflow as tf
+        from dlbench.runners import tensorflow as r
+        counts = {{}}
+        for model, size in {cases!r}:
+            if model == "bert_base":
+                m = r._bert_model(keras, tf, r.BERT_BASE, size)
+            else:
+                m = r.image_model(keras, model, size)
+            counts[f"{{model}}@{{size}}"] = int(sum(v.numpy().size for v in m.trainable_variables))
+            keras.backend.clear_session()
+        print(json.dumps(counts))
+        """
+    )
+    counts = json.loads(out.strip().splitlines()[-1])
+    assert counts == {f"{m}@{s}": n for (m, s), n in EXPECTED_TRAINABLE_PARAMS.items()}
+
+
+def test_oom_errors_are_recognised():
+    out = run_python(
+        """
+        import tensorflow as tf
+        from dlbench.runners.tensorflow import Runner
+        r = Runner(None); r.tf = tf
+        print(r.is_oom(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")),
+              r.is_oom(MemoryError("std::bad_alloc")), r.is_oom(ValueError("shapes")))
+        """
+    )
+    assert out.split() == ["True", "True", "False"]
+
+
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory):
+    """One single-device ResNet-50 run (32 px, batch 4, 30 steps on the fixed synthetic batch).
+
+    threads=1 so that it runs the same kernels as each of the two 1-thread MWMS workers below.
+    """
+    run_dir = tmp_path_factory.mktemp("tf") / "single"
+    launch(run_dir, steps=(0, 30), threads=1)
+    return ok_log(run_dir / "rank0.steps.jsonl")
+
+
+def test_single_device_run_writes_a_valid_log(single_run):
+    header = single_run.header
+    assert header["framework"]["version"] == locked_version("tensorflow-cpu")
+    assert header["framework"]["trainable_params"] == 25_583_592
+    assert header["framework"]["xla"] is False and header["framework"]["precision_policy"] == "float32"
+    assert header["framework"]["intra_op_threads"] == 1 and header["threads"] == 1
+    assert len(header["provenance"]["env_lock_sha256"]) == 64
+    assert len(single_run.measured_steps()) == 30
+    assert all(s["samples"] == 4 for s in single_run.steps)
+
+
+def test_loss_decreases_on_a_fixed_batch(single_run):
+    values = losses(single_run)
+    assert len(values) == 30 and all(v is not None and math.isfinite(v) for v in values)
+    assert sum(values[-5:]) / 5 < 0.5 * sum(values[:5]) / 5
+
+
+def test_two_worker_mirrored_run_reproduces_the_single_device_losses(tmp_path, single_run):
+    """Two MWMS workers on the same per-device batch must reproduce the single-device losses.
+
+    Both ranks hold the same synthetic batch, so the all-reduced gradient (sum over ranks of
+    each rank's loss divided by the global batch) equals the single-device gradient: a
+    missing all-reduce or a wrong normalisation changes the loss from the second step on.
+    """
+    launch(tmp_path / "mwms", scale="1x2", strategy="multi_worker_mirrored", steps=(1, 5))
+    logs = [ok_log(tmp_path / f"mwms/rank{r}.steps.jsonl") for r in (0, 1)]
+    assert json.loads((tmp_path / "mwms/launch.json").read_text())["rank_exit_codes"] == [0, 0]
+    for rank, log in enumerate(logs):
+        assert log.header["world_size"] == 2 and log.header["rank"] == rank
+        assert log.header["threads"] == 1  # 2 threads split over 2 local ranks
+        strategy = log.header["framework"]["strategy"]
+        assert strategy["num_replicas_in_sync"] == 2 and strategy["communication"] == "RING"
+        assert strategy["tf_config"]["task"]["index"] == rank
+        assert losses(log) == pytest.approx(losses(single_run)[:6], rel=1e-3, abs=1e-4)
+
+
+def test_amp_run_uses_bfloat16_on_cpu(tmp_path):
+    launch(tmp_path / "run", precision="amp", steps=(0, 6))
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert log.header["framework"]["precision_policy"] == "mixed_bfloat16"
+    values = losses(log)
+    assert all(v is not None and math.isfinite(v) for v in values)
+    assert sum(values[-3:]) < sum(values[:3])
+
+
+@pytest.mark.slow
+def test_bert_base_trains(tmp_path):
+    # Short sequences keep it quick; the model is the full 110 M-parameter BERT-base.
+    launch(tmp_path / "run", "--seq-len", "32", model="bert_base", batch=2, steps=(0, 8))
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert log.header["framework"]["trainable_params"] == 110_106_428
+    assert log.header["seq_len"] == 32
+    values = losses(log)
+    assert sum(values[-2:]) < sum(values[:2])
+
+
+@pytest.mark.slow
+def test_xla_compiled_step(tmp_path):
+    launch(tmp_path / "run", "--compile", model="alexnet", image_size=64, steps=(1, 3))
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert log.header["framework"]["xla"] is True
+    assert log.header["framework"]["trainable_params"] == 61_100_840
