@@ -14,19 +14,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from dlbench.coords import Scale  # noqa: E402
 from dlbench.models import CATALOGUE, sample_unit  # noqa: E402
+from dlbench.tables import STATUS_TEXT as STATUS_LABELS  # noqa: E402
 
 FRAMEWORK_COLOURS = {"tensorflow": "#ff8f00", "pytorch": "#d62728", "mxnet": "#1f77b4"}
 FALLBACK_COLOURS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2"]
-STATUS_LABELS = {
-    "oom": "OOM",
-    "timeout": "TIMEOUT",
-    "cancelled": "CANCELLED",
-    "failed": "FAILED",
-    "killed": "KILLED",
-    "invalid": "BAD LOG",
-    "missing": "NO LOG",
-    "unavailable": "N/A",
-}
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "savefig.bbox": "tight"})
 

@@ -214,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         from dlbench import slurm
 
         exit_codes = slurm.launch(args, argv)
-    elif world == 1:
-        exit_codes = [run_as_rank(args, Distributed(node=socket.gethostname()))]
     else:
+        # Even one rank runs in its own process: a framework that aborts (e.g. TensorFlow
+        # on an mmap failure under the memory cap) must not take the launcher with it.
         exit_codes = launch_local(args, argv)
     write_launch_record(args, world, exit_codes, started)
     return 0
