@@ -55,6 +55,19 @@ def search(probe: Callable[[int], str], limit: int = 4096) -> tuple[int, list[di
     return good, history
 
 
+def probe_arguments(
+    framework: str, model: str, precision: str, device: str, image_size: int, seq_len: int, threads: int, cap_mb: int
+) -> list[str]:
+    """The launcher arguments of a probe run (all but --batch and --run-dir): one device,
+    synthetic data, 1 warm-up + 1 measured step."""
+    return [
+        f"--framework={framework}", f"--model={model}", f"--precision={precision}", "--data=synthetic",
+        "--scale=1x1", "--strategy=single", "--repeat=1", "--preset=caict2020", "--warmup-steps=1",
+        "--measured-steps=1", "--statistic=mean", f"--image-size={image_size}", f"--seq-len={seq_len}",
+        f"--threads={threads}", f"--device={device}", f"--memory-cap-mb={cap_mb}", "--progress-every=0",
+    ]  # fmt: skip
+
+
 def launcher_probe(python: str, repo: str, launch_args: list[str]) -> Callable[[int], str]:
     """A probe running one short real run of `python -m dlbench.launch` at a given batch."""
 

@@ -113,24 +113,8 @@ def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
 def test_batch_max_search_finds_the_edge(tmp_path):
     from dlbench import batch_search
 
-    args = [
-        "--framework=pytorch",
-        "--model=resnet50",
-        "--precision=fp32",
-        "--data=synthetic",
-        "--scale=1x1",
-        "--strategy=single",
-        "--repeat=1",
-        "--preset=caict2020",
-        "--warmup-steps=1",
-        "--measured-steps=1",
-        "--statistic=mean",
-        # 64 px: at 32 px ResNet-50 ends in a 1x1 map, where batch 1 cannot train (BatchNorm).
-        "--image-size=64",
-        "--threads=2",
-        "--memory-cap-mb=700",
-        "--progress-every=0",
-    ]
+    # 64 px: at 32 px ResNet-50 ends in a 1x1 map, where batch 1 cannot train (BatchNorm).
+    args = batch_search.probe_arguments("pytorch", "resnet50", "fp32", "cpu", 64, 0, 2, 700)
     probe = batch_search.launcher_probe(str(PYTHON), str(REPO), args)
     best, history = batch_search.search(probe, limit=1024)
     assert 1 < best < 1024, history

@@ -18,25 +18,16 @@ settings = {
     "memory_cap_mb": run["memory_cap_mb"],
     "limit": config["batch_max"]["limit"],
 }
-launch_args = [
-    f"--framework={wildcards.framework}",
-    f"--model={wildcards.model}",
-    f"--precision={wildcards.precision}",
-    "--data=synthetic",
-    "--scale=1x1",
-    "--strategy=single",
-    "--repeat=1",
-    "--preset=caict2020",
-    "--warmup-steps=1",
-    "--measured-steps=1",
-    "--statistic=mean",
-    f"--image-size={run['image_size']}",
-    f"--seq-len={run['seq_len']}",
-    f"--threads={snakemake.threads}",
-    f"--device={wildcards.device}",
-    f"--memory-cap-mb={run['memory_cap_mb']}",
-    "--progress-every=0",
-]
+launch_args = batch_search.probe_arguments(
+    wildcards.framework,
+    wildcards.model,
+    wildcards.precision,
+    wildcards.device,
+    run["image_size"],
+    run["seq_len"],
+    snakemake.threads,
+    run["memory_cap_mb"],
+)
 probe = batch_search.launcher_probe(snakemake.params.python, snakemake.params.repo, launch_args)
 batch, history = batch_search.search(probe, limit=config["batch_max"]["limit"])
 print(f"largest batch: {batch}; probes: {history}", file=sys.stderr)
