@@ -49,8 +49,8 @@ def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
 def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
     """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
-    world = coords.devices
-    row: dict = {**coords.as_dict(), "devices": world, "status": "ok", "reason": "", "throughput": math.nan}
+    world = coords.processes
+    row: dict = {**coords.as_dict(), "devices": coords.devices, "status": "ok", "reason": "", "throughput": math.nan}
     logs: list[StepLog] = []
     problems: list[str] = []
     for rank in range(world):
@@ -86,6 +86,8 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         row.update(status="invalid", reason="a rank has no measured steps")
         return row
     windows = [steps[-1]["t_end"] - steps[0]["t_start"] for steps in measured]
+    busy = sum(s["t_end"] - s["t_start"] for steps in measured for s in steps)
+    waited = sum(s.get("data_wait", 0.0) for steps in measured for s in steps)
     samples = sum(s["samples"] for steps in measured for s in steps)
     first_losses = [s["loss"] for s in logs[0].steps if s.get("loss") is not None]
     row.update(
@@ -95,6 +97,8 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         measured_steps=len(measured[0]),
         warmup_steps=sum(1 for s in logs[0].steps if s["phase"] == "warmup"),
         step_time_median_s=statistics.median(s["t_end"] - s["t_start"] for s in measured[0]),
+        # Share of the measured steps spent waiting for input (a starved pipeline shows here).
+        data_wait_fraction=waited / busy if busy > 0 else math.nan,
         loss_first=first_losses[0] if first_losses else math.nan,
         loss_last=first_losses[-1] if first_losses else math.nan,
         framework_version=header["framework"].get("version", ""),
@@ -153,6 +157,7 @@ def cells_table(
                 "cv": stats.cv(ok),
                 "ci95_low": ci_low,
                 "ci95_high": ci_high,
+                "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
             }
         )
     for cell, reason in (unavailable or {}).items():
@@ -163,6 +168,13 @@ def cells_table(
         return cells
     cells["noisy"] = cells["cv"] > noisy_cv
     return add_speedup(cells)
+
+
+def _mean_of_ok(group: pd.DataFrame, column: str) -> float:
+    if column not in group:
+        return math.nan
+    values = group.loc[group["status"] == "ok", column].dropna()
+    return float(values.mean()) if len(values) else math.nan
 
 
 def add_speedup(cells: pd.DataFrame) -> pd.DataFrame:

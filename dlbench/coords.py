@@ -89,6 +89,15 @@ class RunCoords:
         return self.scale_obj.devices
 
     @property
+    def processes(self) -> int:
+        """Rank processes the run starts, one step log each: one per device, or one per
+        node for strategies that drive a node's devices from one process."""
+        from dlbench.runners import processes_per_node  # runners import this module
+
+        scale = self.scale_obj
+        return scale.nodes * processes_per_node(self.framework, self.strategy, scale.devices_per_node)
+
+    @property
     def run_dir(self) -> str:
         return RUN_DIR_TEMPLATE.format(**asdict(self))
 

@@ -57,18 +57,23 @@ def classify(runner, exc: BaseException) -> str:
 def time_steps(runner, warmup_steps: int, measured_steps: int, progress_every: int, rank: int) -> list[dict]:
     """The timed loop. Each step's end is read after `sync()`; the next step starts there.
 
-    Nothing but the step, the sync and the clock runs between timestamps, apart from a
-    progress line every `progress_every` steps.
+    A step is `next_batch()` (the wait for input data, recorded as `data_wait`) then
+    `step()`. Nothing but these, the sync and the clock runs between timestamps, apart
+    from a progress line every `progress_every` steps.
     """
     total = warmup_steps + measured_steps
-    batch = runner.spec.batch
+    samples = runner.spec.batch * runner.spec.local_devices
     times = [0.0] * (total + 1)
+    data_ready = [0.0] * total
     losses = [None] * total
-    runner.sync()
+    next_batch, step, sync = runner.next_batch, runner.step, runner.sync
+    sync()
     times[0] = clock()
     for i in range(total):
-        losses[i] = runner.step()
-        runner.sync()
+        batch = next_batch()
+        data_ready[i] = clock()
+        losses[i] = step(batch)
+        sync()
         times[i + 1] = clock()
         if progress_every and (i + 1) % progress_every == 0 and rank == 0:
             phase = "warm-up" if i < warmup_steps else "measure"
@@ -83,7 +88,8 @@ def time_steps(runner, warmup_steps: int, measured_steps: int, progress_every: i
             "phase": "warmup" if i < warmup_steps else "measure",
             "t_start": times[i],
             "t_end": times[i + 1],
-            "samples": batch,
+            "samples": samples,
+            "data_wait": data_ready[i] - times[i],
             "loss": _finite_or_none(runner.loss_value(losses[i])),
         }
         for i in range(total)
@@ -178,6 +184,7 @@ def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: 
         "seq_len": spec.seq_len,
         "threads": spec.threads,
         "device": spec.device,
+        "local_devices": spec.local_devices,
         "compile": spec.compile,
         "rank": spec.dist.rank,
         "world_size": spec.dist.world_size,

@@ -20,7 +20,7 @@ class CountingRunner(Runner):
     def build(self):
         self.n = 0
 
-    def step(self):
+    def step(self, batch=None):
         self.n += 1
         if self.n == self.fail_at:
             raise self.error("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -85,7 +85,7 @@ def test_other_errors_are_failed(fake_framework, tmp_path):
 
 
 def test_time_limit_becomes_timeout(fake_framework, tmp_path, monkeypatch):
-    def slow_step(self):
+    def slow_step(self, batch=None):
         import time
 
         time.sleep(5)
@@ -111,3 +111,23 @@ def test_batch_search_doubles_then_bisects():
     assert search(lambda b: "ok", limit=100)[0] == 100
     with pytest.raises(SearchError, match="status 'failed'"):
         search(lambda b: "failed")
+
+
+def test_data_wait_is_timed_apart_from_the_step(fake_framework, tmp_path, monkeypatch):
+    """A runner whose input pipeline stalls: the stall shows as data_wait, inside the step time."""
+    import time
+
+    def starved_batch(self):
+        CountingRunner.calls.append("batch")
+        time.sleep(0.05)
+        return "batch"
+
+    monkeypatch.setattr(CountingRunner, "next_batch", starved_batch, raising=False)
+    spec = RunSpec(coords=make_coords(), batch=4, image_size=32, seq_len=0, threads=1, device="cpu", local_devices=3)
+    assert worker.run_rank(spec, PROTOCOL, str(tmp_path / "rank0.steps.jsonl"), progress_every=0) == "ok"
+    assert fake_framework.calls == ["sync"] + ["batch", "step", "sync"] * 5
+    steps = read_steplog(tmp_path / "rank0.steps.jsonl").steps
+    for s in steps:
+        assert 0.05 <= s["data_wait"] <= s["t_end"] - s["t_start"]
+        # One process driving 3 devices processes 3 per-device batches a step.
+        assert s["samples"] == 12

@@ -36,4 +36,12 @@ def capabilities(name: str) -> dict:
         # Input pipelines the runner has; a runner without a real-data pipeline keeps
         # real-data cells in the grid as unavailable rather than timing synthetic data.
         "data": tuple(getattr(module, "DATA", ("synthetic",))),
+        # Strategies whose one process per node drives all the node's devices
+        # (MirroredStrategy, MXNet's device/nccl kvstores); the rest run a process per device.
+        "process_per_node": tuple(getattr(module, "PROCESS_PER_NODE_STRATEGIES", ())),
     }
+
+
+def processes_per_node(framework: str, strategy: str, devices_per_node: int) -> int:
+    """How many rank processes a run starts on each node."""
+    return 1 if strategy in capabilities(framework)["process_per_node"] else devices_per_node

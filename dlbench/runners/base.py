@@ -8,6 +8,9 @@ importing its framework (the analysis environment imports it to validate config)
     UNAVAILABLE {model: reason} for models it cannot build; the grid keeps those cells
     STRATEGIES  multi-device strategies it offers (the single-device strategy is implicit)
     PRECISIONS  precisions it offers
+    DATA        optional: input kinds it has pipelines for, ("synthetic", "real")
+    PROCESS_PER_NODE_STRATEGIES
+                optional: strategies in which one process drives all devices of its node
     Runner      a subclass of `Runner` below
 
 The timing loop, warm-up/measure window, progress output, error classification and
@@ -44,6 +47,10 @@ class RunSpec:
     seq_len: int
     threads: int  # intra-op threads for this process (CPU stand-in for one device)
     device: str  # "cpu" here, "cuda" on a GPU cluster
+    # Devices this process drives: 1 for one-process-per-device strategies (DDP, Horovod,
+    # multi-worker), G for single-process multi-device ones (TF MirroredStrategy, MXNet
+    # kvstore device/nccl), where the step's samples are batch × local_devices.
+    local_devices: int = 1
     compile: bool = False
     seed: int = 0
     dist: Distributed = field(default_factory=Distributed)
@@ -65,8 +72,16 @@ class Runner:
         """Initialise the strategy, create model, optimizer and on-device synthetic batch."""
         raise NotImplementedError
 
-    def step(self):
-        """One training step. Returns a loss handle; must not force a host sync."""
+    def next_batch(self):
+        """The next input batch (real data): timed apart from the step as its data wait.
+
+        Synthetic-data runners keep the batch on the device and return None here."""
+        return None
+
+    def step(self, batch=None):
+        """One training step on `batch` (None: the synthetic on-device batch).
+
+        Returns a loss handle; must not force a host sync."""
         raise NotImplementedError
 
     def sync(self) -> None:

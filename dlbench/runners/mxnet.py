@@ -505,7 +505,7 @@ class Runner(BaseRunner):
         return self.kv
 
     # ------------------------------------------------------------------- step
-    def step(self):
+    def step(self, batch=None):
         mx = self.mx
         with mx.autograd.record():
             if self.is_bert:

@@ -103,7 +103,7 @@ class Runner(BaseRunner):
             return self.model(**self.inputs).loss
         return self.loss_fn(self.model(self.images), self.labels)
 
-    def step(self):
+    def step(self, batch=None):
         torch = self.torch
         self.optimizer.zero_grad(set_to_none=True)
         if self.autocast_dtype is not None:

@@ -281,7 +281,7 @@ class Runner(BaseRunner):
 
         return train_step
 
-    def step(self):
+    def step(self, batch=None):
         return self._step_fn()
 
     def sync(self) -> None:
