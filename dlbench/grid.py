@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dlbench import protocol as protocols
 from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
 from dlbench.models import CATALOGUE
-from dlbench.runners import capabilities, framework_names
+from dlbench.runners import capabilities, framework_names, strategy_unavailable
 
 
 class ConfigError(ValueError):
@@ -81,6 +81,7 @@ def expand(config: dict) -> Grid:
     proto = protocols.resolve(config["protocol"])
     runs: list[RunCoords] = []
     unavailable: dict[CellKey, str] = {}
+    device = config.get("run", {}).get("device", "cpu")
     combos = itertools.product(
         grid["frameworks"], grid["models"], grid["precision"], grid["data"], grid["batch_per_device"], grid["scales"]
     )
@@ -99,6 +100,12 @@ def expand(config: dict) -> Grid:
                 continue
             if data not in caps["data"]:
                 unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline yet"
+                continue
+            # A strategy that cannot run here (single-node strategy at a multi-node scale,
+            # NCCL on a CPU, a package that does not build) stays in the grid with its reason.
+            why = strategy != SINGLE_DEVICE and strategy_unavailable(fw, strategy, scale, device)
+            if why:
+                unavailable[cell] = why
                 continue
             runs.extend(RunCoords(**values, repeat=r) for r in range(1, proto["repeats"] + 1))
     return Grid(runs=runs, unavailable=unavailable, protocol=proto)

@@ -1,11 +1,15 @@
-"""Start the processes of one run: one per device, locally or through `srun`.
+"""Start the processes of one run, locally or through `srun`.
 
     python -m dlbench.launch --framework pytorch --model resnet50 ... --run-dir DIR
 
-As the launcher it starts `devices` rank processes (local subprocesses, or `srun` inside
-a Slurm allocation), waits for them and writes `launch.json` (rank exit codes, wall time):
-the file Snakemake tracks. As a rank (DLBENCH_RANK, or SLURM_PROCID under srun) it runs
-`dlbench.worker.run_rank`, which writes `rank<k>.steps.jsonl`.
+As the launcher it starts the run's tasks (`RunCoords.tasks`, from the strategy's
+`dlbench.runners.layout`: one per device, one per node for single-process multi-device
+strategies, one per node with rank 0 as coordinator for parameter-server strategies) as
+local subprocesses, or with `srun` inside a Slurm allocation, waits for them and writes
+`launch.json` (rank exit codes, wall time): the file Snakemake tracks. As a rank
+(DLBENCH_RANK, or SLURM_PROCID under srun) it runs `dlbench.worker.run_rank`, which writes
+`rank<k>.steps.jsonl`; a helper rank (beyond the layout's step logs) runs the framework
+module's `serve()` instead and writes no step log.
 
 A failed, OOM or killed run is a result, not an error: the launcher exits 0 once it has
 written `launch.json`, so Snakemake never deletes the raw logs of a failed run and the
@@ -76,6 +80,7 @@ def spec_from(args: argparse.Namespace, dist: Distributed) -> RunSpec:
         seq_len=args.seq_len or meta.get("default_seq_len", 0),
         threads=max(1, args.threads // max(1, dist.local_world_size)),
         device=args.device,
+        local_devices=coords.layout.local_devices,
         compile=args.compile,
         seed=coords.repeat,
         dist=dist,
@@ -116,6 +121,12 @@ def run_as_rank(args: argparse.Namespace, dist: Distributed) -> int:
         "statistic": args.statistic,
     }
     spec = spec_from(args, dist)
+    if dist.rank >= spec.coords.processes:
+        # A helper task (e.g. a parameter-server node without the coordinator): it serves
+        # its node's devices until the coordinator is done and writes no step log.
+        from dlbench.runners import framework_module
+
+        return framework_module(spec.coords.framework).serve(spec, time_limit_s=args.time_limit)
     log_path = Path(args.run_dir) / rank_log_name(dist.rank)
     run_rank(
         spec,
@@ -134,7 +145,8 @@ def launch_local(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
     scale = coords.scale_obj
     if scale.nodes != 1:
         sys.exit(f"scale {coords.scale}: {scale.nodes} nodes need a Slurm allocation (--launcher srun)")
-    world = scale.devices
+    world = coords.tasks
+    per_node = coords.layout.tasks_per_node
     port = free_port()
     procs = []
     for rank in range(world):
@@ -143,7 +155,7 @@ def launch_local(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
             DLBENCH_RANK=str(rank),
             DLBENCH_WORLD_SIZE=str(world),
             DLBENCH_LOCAL_RANK=str(rank),
-            DLBENCH_LOCAL_WORLD_SIZE=str(world),
+            DLBENCH_LOCAL_WORLD_SIZE=str(per_node),
             DLBENCH_MASTER_ADDR="127.0.0.1",
             DLBENCH_MASTER_PORT=str(port),
             DLBENCH_NODE=socket.gethostname(),
@@ -171,12 +183,15 @@ def wait_for_ranks(procs: list[subprocess.Popen], args: argparse.Namespace) -> l
 
 
 def write_launch_record(args: argparse.Namespace, world: int, exit_codes: list, started: float) -> None:
+    """`world`: tasks started (one exit code each); the first `coords.processes` write logs."""
     run_dir = Path(args.run_dir)
-    missing = [r for r in range(world) if not (run_dir / rank_log_name(r)).exists()]
+    logs = coords_from(args).processes
+    missing = [r for r in range(logs) if not (run_dir / rank_log_name(r)).exists()]
     if missing:
         print(f"[dlbench] ranks {missing} left no step log in {run_dir}", file=sys.stderr)
     record = {
         "world_size": world,
+        "step_logs": logs,
         "rank_exit_codes": exit_codes,
         "ranks_without_log": missing,
         "wall_seconds": round(time.monotonic() - started, 3),
@@ -197,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
 
         # Slurm ended an earlier attempt (scancel, time limit) before it wrote launch.json:
         # a retry moves its files to attempt<k>/; a later invocation records it as it ended.
-        recorded = slurm.previous_attempt(run_dir, coords_from(args).devices)
+        recorded = slurm.previous_attempt(run_dir, coords_from(args).tasks)
         if recorded is not None:
-            write_launch_record(args, coords_from(args).devices, recorded, time.monotonic())
+            write_launch_record(args, coords_from(args).tasks, recorded, time.monotonic())
             return 0
     existing = sorted(run_dir.glob("rank*.steps.jsonl"))
     if existing:
@@ -209,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    world = coords_from(args).devices
+    world = coords_from(args).tasks
     if args.launcher == "srun":
         from dlbench import slurm
 

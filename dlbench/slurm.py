@@ -6,9 +6,14 @@ Stdlib only: it runs inside every framework environment.
 One run = one Slurm job (sized from the run's scale by workflow/rules/common.smk). In it
 the launcher (`python -m dlbench.launch --launcher srun`) calls `launch()`, which runs
 
-    srun -N <nodes> -n <devices> --ntasks-per-node=<devices per node> -m block
+    srun -N <nodes> -n <tasks> --ntasks-per-node=<tasks per node> -m block
          --kill-on-bad-exit=0 [--gpus-per-node=<devices per node>] [--overlap]
          sh -c '<record exit code>' python -m dlbench.launch <same arguments>
+
+where tasks per node comes from the strategy's layout (`dlbench.runners.layout`): one per
+device (DDP, MultiWorkerMirrored, dist_sync, Horovod), or one per node (MirroredStrategy,
+MXNet device/nccl kvstores, and TF ParameterServerStrategy, whose node task starts that
+node's worker and PS servers and whose rank 0 is the coordinator).
 
 with DLBENCH_SRUN=1, the rendezvous address (the first node's NodeAddr, from
 `scontrol show node`) and a port derived from the job id in the environment. Each rank
@@ -187,9 +192,9 @@ def master_port(job_id: str | int) -> int:
     return PORT_BASE + (int(job_id) % PORT_BLOCKS) * PORT_STRIDE
 
 
-def cpus_per_task(threads: int, devices_per_node: int) -> int:
-    """CPUs for one rank: the run's threads shared by the ranks of one node (at least 1)."""
-    return max(1, int(threads) // max(1, int(devices_per_node)))
+def cpus_per_task(threads: int, tasks_per_node: int) -> int:
+    """CPUs for one task: the run's threads shared by the tasks of one node (at least 1)."""
+    return max(1, int(threads) // max(1, int(tasks_per_node)))
 
 
 def runtime_minutes(time_limit_s: int, margin_s: int = 300, unlimited_min: int = 720) -> int:
@@ -240,11 +245,12 @@ def distributed_from_environment(env: dict | None = None):
     port = int(env.get("DLBENCH_MASTER_PORT") or master_port(job_id))
 
     # Every rank's host:port (block placement), for strategies that need all of them
-    # (TensorFlow's MultiWorkerMirroredStrategy: rank r listens on master_port + r).
+    # (TensorFlow's MultiWorkerMirroredStrategy: rank r listens on master_port + r), and
+    # every node's address in node order (ParameterServerStrategy lays its servers out per node).
     workers = []
     for index, count in enumerate(per_node[: len(nodelist)]):
         workers += [node_address(nodelist[index], addresses)] * count
-    endpoints = {}
+    endpoints = {"nodes": [node_address(name, addresses) for name in nodelist]}
     if len(workers) == world:
         endpoints["workers"] = [f"{host}:{port + r}" for r, host in enumerate(workers)]
     return Distributed(
@@ -314,18 +320,21 @@ def node_addresses(names: list[str]) -> dict[str, str]:
 
 def srun_command(
     nodes: int,
-    devices_per_node: int,
+    tasks_per_node: int,
     cpus: int,
     device: str,
     inner: list[str],
     overlap: bool,
     job_name: str = "dlbench",
+    gpus_per_node: int | None = None,
 ) -> list[str]:
+    """`gpus_per_node`: the node's devices (default: one per task)."""
+    gpus_per_node = tasks_per_node if gpus_per_node is None else gpus_per_node
     cmd = [
         "srun",
         f"--nodes={nodes}",
-        f"--ntasks={nodes * devices_per_node}",
-        f"--ntasks-per-node={devices_per_node}",
+        f"--ntasks={nodes * tasks_per_node}",
+        f"--ntasks-per-node={tasks_per_node}",
         f"--cpus-per-task={cpus}",
         "--distribution=block",
         "--kill-on-bad-exit=0",
@@ -333,7 +342,7 @@ def srun_command(
         "--export=ALL",
     ]
     if device == "cuda":
-        cmd.append(f"--gpus-per-node={devices_per_node}")
+        cmd.append(f"--gpus-per-node={gpus_per_node}")
     if overlap:  # already inside a step (single-task jobs are wrapped in `srun -n1` by the plugin)
         cmd.append("--overlap")
     # sh records each rank's exit status (128+n: killed by signal n); `trap : TERM` keeps the
@@ -373,8 +382,8 @@ def write_record(run_dir: str | os.PathLike, record: dict) -> None:
 
 
 def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
-    """Start one rank per device with srun inside this job; returns per-rank exit codes
-    (None: no exit status recorded, e.g. the rank's shell was killed)."""
+    """Start the run's tasks (its layout's tasks per node) with srun inside this job;
+    returns per-task exit codes (None: no exit status recorded, e.g. the shell was killed)."""
     from dlbench.coords import RunCoords
 
     job_id = job_id_from_environment()
@@ -397,16 +406,18 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
     nodes = nodes[: scale.nodes]
     addresses = node_addresses(nodes)
     port = int(os.environ.get("DLBENCH_SLURM_PORT") or master_port(job_id))
-    cpus = cpus_per_task(args.threads, scale.devices_per_node)
+    tasks_per_node = coords.layout.tasks_per_node
+    cpus = cpus_per_task(args.threads, tasks_per_node)
     inner = [sys.executable, "-m", "dlbench.launch", *argv]
     cmd = srun_command(
         scale.nodes,
-        scale.devices_per_node,
+        tasks_per_node,
         cpus,
         args.device,
         inner,
         overlap="SLURM_STEP_ID" in os.environ,
         job_name=f"dlbench-{coords.framework}-{coords.scale}",
+        gpus_per_node=scale.devices_per_node,
     )
     record = {
         "job_id": job_id,
@@ -441,8 +452,7 @@ def launch(args: argparse.Namespace, argv: list[str]) -> list[int | None]:
     for s, handler in previous.items():
         signal.signal(s, handler)
 
-    world = scale.devices
-    codes = _collect_exit_codes(run_dir, world)
+    codes = _collect_exit_codes(run_dir, coords.tasks)
     record.update(
         state="finished",
         srun_exit_code=srun_code,

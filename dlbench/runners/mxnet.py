@@ -75,8 +75,21 @@ derives the whole ps-lite layout from `spec.dist` alone, with no extra coordinat
   rank died) it ends the process with `os._exit` -- after the worker has written the footer.
   The launcher's own bound (--time-limit + 120 s) catches a rank stuck in a collective.
 
-Single-process multi-device kvstores (`local`, `device`: several GPUs in one process) do not
-fit the one-process-per-device launcher and are not offered.
+Strategies `device` and `nccl` (one process per node drives the node's devices; the
+launcher starts one task per node, `PROCESS_PER_NODE_STRATEGIES`): the model is initialised
+on a list of contexts (the node's GPUs; on the CPU the stand-ins `mx.cpu(0..G-1)`, each its
+own engine device with one worker thread and threads/G OpenMP threads), every context gets
+its own copy of the synthetic batch, and the Gluon Trainer reduces the gradients through
+kvstore `device` (sum on the devices) or `nccl` (NCCL all-reduce, GPUs only: the PyPI wheel
+is built without NCCL -- "compile with USE_NCCL=1 to use nccl" -- so its cells are
+unavailable on a CPU). `trainer.step(batch x G)`: the update is the mean gradient of the
+node's global batch; samples per step = batch x G. Single node only.
+
+Strategy `horovod`: one process per device, `hvd.DistributedTrainer` (gradient allreduce,
+averaged), parameters broadcast from rank 0 after the deferred initialisation; the Gloo
+rendezvous is set up without horovodrun (`dlbench.runners._horovod`). Horovod is not in the
+locked environment (it does not build here), so its cells are unavailable
+(`UNAVAILABLE_STRATEGIES`); the code path is kept for clusters that have it.
 """
 
 from __future__ import annotations
@@ -96,8 +109,23 @@ from dlbench.runners.base import Runner as BaseRunner
 FRAMEWORK = "mxnet"
 MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
 UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = ("dist_sync",)
+STRATEGIES = ("dist_sync", "device", "nccl", "horovod")
 PRECISIONS = ("fp32", "amp")
+# kvstore device/nccl: one process drives the node's devices (a list of contexts).
+PROCESS_PER_NODE_STRATEGIES = ("device", "nccl")
+SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
+CUDA_ONLY_STRATEGIES = {
+    "nccl": "the mxnet 1.9.1 wheel has no NCCL (kvstore 'nccl': \"compile with USE_NCCL=1 to use nccl\")",
+}
+
+
+def _horovod_unavailable() -> str:
+    from dlbench.runners._horovod import UNAVAILABLE
+
+    return UNAVAILABLE
+
+
+UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
 
 # model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
 _ZOO_BUILDERS = {
@@ -267,17 +295,30 @@ class Runner(BaseRunner):
         if getattr(self, "mx", None) is not None:
             return
         spec = self.spec
+        strategy = spec.coords.strategy
+        if strategy != "single" and strategy not in STRATEGIES:
+            raise ValueError(f"mxnet: strategy {strategy!r} not offered (have {STRATEGIES})")
         self.world = spec.dist.world_size
-        self.distributed = self.world > 1
+        # dist_sync: the parameter-server machinery below (one process per device).
+        self.distributed = strategy == "dist_sync"
+        self.multi_device = strategy in PROCESS_PER_NODE_STRATEGIES
+        self.hvd = self._rendezvous = None
         self.ps_procs: list[subprocess.Popen] = []
         self._kv_thread: threading.Thread | None = None
         self.kv = self.trainer = None
-        if self.distributed and spec.coords.strategy != "dist_sync":
-            raise ValueError(f"mxnet: strategy {spec.coords.strategy!r} not offered (have {STRATEGIES})")
+        if strategy == "single" and self.world > 1:
+            raise ValueError(f"mxnet: strategy 'single' with {self.world} ranks")
+        if self.multi_device and self.world > spec.dist.local_world_size:
+            raise ValueError(f"mxnet: kvstore {strategy!r} drives one node's devices, not several nodes")
+        if strategy in CUDA_ONLY_STRATEGIES and spec.device != "cuda":
+            raise RuntimeError(f"mxnet: kvstore {strategy!r} needs CUDA devices: {CUDA_ONLY_STRATEGIES[strategy]}")
         if "mxnet" in sys.modules:
             # Thread and DMLC variables are read once, at import: too late to set them now.
             print("[dlbench] mxnet: already imported; thread settings may not apply", file=sys.stderr)
-        os.environ["OMP_NUM_THREADS"] = str(spec.threads)
+        # Each device's operators get its share of the process's threads (device/nccl: one
+        # engine worker thread per CPU context, so G contexts run G operators at once).
+        devices = spec.local_devices if self.multi_device else 1
+        os.environ["OMP_NUM_THREADS"] = str(max(1, spec.threads // devices))
         # One engine worker thread per CPU device, each operator using `threads` OpenMP
         # threads (MXNet's default; more workers oversubscribe the cores).
         os.environ.setdefault("MXNET_CPU_WORKER_NTHREADS", "1")
@@ -290,8 +331,30 @@ class Runner(BaseRunner):
         import mxnet.gluon.model_zoo.vision  # noqa: F401
 
         self.mx = mx
-        self.ctx = mx.gpu(spec.dist.local_rank) if spec.device == "cuda" else mx.cpu()
+        local = spec.dist.local_rank
+        if strategy == "horovod":
+            self._import_horovod()
+            local = self.hvd.local_rank()
+        if self.multi_device:
+            make = mx.gpu if spec.device == "cuda" else mx.cpu
+            self.ctxs = [make(i) for i in range(spec.local_devices)]
+        else:
+            self.ctxs = [mx.gpu(local) if spec.device == "cuda" else mx.cpu()]
+        self.ctx = self.ctxs[0]
         self._start_engine()
+
+    def _import_horovod(self) -> None:
+        from dlbench.runners import _horovod
+
+        try:
+            import horovod.mxnet as hvd
+        except ImportError as exc:
+            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
+        self._rendezvous = _horovod.prepare(self.spec.dist)
+        hvd.init()
+        if hvd.size() != self.world:
+            raise RuntimeError(f"horovod: size {hvd.size()}, expected {self.world}")
+        self.hvd = hvd
 
     def _start_engine(self) -> None:
         """Run a few tiny operators so that MXNet starts its engine worker threads, the
@@ -300,7 +363,11 @@ class Runner(BaseRunner):
         import_framework) creating them later fails inside C++ and aborts the process
         (`terminate called after throwing dmlc::Error`) instead of raising a catchable
         "Failed to allocate" error."""
-        mx, ctx = self.mx, self.ctx
+        for ctx in self.ctxs:
+            self._start_device(ctx)
+
+    def _start_device(self, ctx) -> None:
+        mx = self.mx
         x = mx.nd.ones((64, 64), ctx=ctx)
         y = mx.nd.dot(x, x) + mx.nd.ones((1 << 18,), ctx=ctx).sum()
         z = mx.nd.Convolution(
@@ -342,7 +409,7 @@ class Runner(BaseRunner):
         self.is_bert = model == "bert_base"
         if self.is_bert:
             net = _bert_pretraining_class(mx)(BERT, prefix="bert_")
-            net.initialize(mx.init.Normal(0.02), ctx=self.ctx)
+            net.initialize(mx.init.Normal(0.02), ctx=self.ctxs)
         else:
             from mxnet.gluon.model_zoo import vision
 
@@ -352,7 +419,7 @@ class Runner(BaseRunner):
                 _move_stride_to_3x3(net)
             if model == "inception_v3":
                 _global_final_pool(net)
-            net.initialize(_initializer(mx, model), ctx=self.ctx)
+            net.initialize(_initializer(mx, model), ctx=self.ctxs)
         net.hybridize(static_alloc=True, static_shape=True)
         self.net = net
 
@@ -360,7 +427,8 @@ class Runner(BaseRunner):
         # Deferred shapes: one forward pass fixes every parameter shape (in training mode,
         # so the cached graph is the one the steps use; no backward, no update).
         with mx.autograd.record():
-            net(*self.inputs)
+            for inputs, _ in self.replicas:
+                net(*inputs)
         mx.nd.waitall()
         self.params = sum(int(p.data(self.ctx).size) for p in net.collect_params().values() if p.grad_req != "null")
 
@@ -368,18 +436,31 @@ class Runner(BaseRunner):
             optimizer, opt_args = "adam", {"learning_rate": 1e-4, "epsilon": 1e-6}
         else:
             optimizer, opt_args = "sgd", {"learning_rate": 0.01, "momentum": 0.9}
-        kvstore = self._create_kvstore() if self.distributed else None
-        # dist_sync: the server sums the workers' gradients and runs the optimizer
-        # (update_on_kvstore, MXNet's default for dist kvstores; stated here explicitly).
-        self.trainer = mx.gluon.Trainer(
-            net.collect_params(),
-            optimizer,
-            opt_args,
-            kvstore=kvstore,
-            update_on_kvstore=True if kvstore is not None else None,
-        )
-        # Gradients are summed over workers: normalise by the global batch.
-        self.step_batch = spec.batch * self.world
+        if self.hvd is not None:
+            # Every rank starts from rank 0's parameters (after the deferred initialisation);
+            # the trainer allreduces (averages) gradients over the ranks: the local batch.
+            self.hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+            self.trainer = self.hvd.DistributedTrainer(net.collect_params(), optimizer, opt_args)
+            self.step_batch = spec.batch
+        else:
+            if self.distributed:
+                kvstore = self._create_kvstore()
+            elif self.multi_device:
+                kvstore = self.kv = mx.kv.create(spec.coords.strategy)
+            else:
+                kvstore = None
+            # dist_sync: the server sums the workers' gradients and runs the optimizer
+            # (update_on_kvstore, MXNet's default for dist kvstores; stated here explicitly).
+            # device/nccl: MXNet's default (the kvstore sums the contexts' gradients).
+            self.trainer = mx.gluon.Trainer(
+                net.collect_params(),
+                optimizer,
+                opt_args,
+                kvstore=kvstore,
+                update_on_kvstore=True if self.distributed else None,
+            )
+            # Gradients are summed over workers / devices: normalise by the global batch.
+            self.step_batch = spec.batch * self.world * len(self.ctxs)
         if amp and on_cuda:
             self.amp.init_trainer(self.trainer)  # dynamic loss scaling for float16
         self.scale_loss = amp and on_cuda
@@ -400,14 +481,20 @@ class Runner(BaseRunner):
             # Flat indices of `masked` distinct positions per sequence into (batch*length) rows.
             pos = mx.nd.stack(*[mx.nd.random.shuffle(mx.nd.arange(length, ctx=ctx))[:masked] for _ in range(b)])
             pos = pos + mx.nd.arange(b, ctx=ctx).reshape((b, 1)) * length
-            self.inputs = (ids, types, pos.reshape((-1,)))
-            self.mlm_labels = mx.nd.random.randint(0, BERT["vocab_size"], shape=(b, masked), ctx=ctx).astype("float32")
-            self.nsp_labels = mx.nd.random.randint(0, 2, shape=(b,), ctx=ctx).astype("float32")
+            inputs = (ids, types, pos.reshape((-1,)))
+            mlm_labels = mx.nd.random.randint(0, BERT["vocab_size"], shape=(b, masked), ctx=ctx).astype("float32")
+            labels = (mlm_labels, mx.nd.random.randint(0, 2, shape=(b,), ctx=ctx).astype("float32"))
         else:
             size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
             images = mx.nd.random.normal(shape=(b, 3, size, size), ctx=ctx)
-            self.inputs = (images,)
-            self.labels = mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32")
+            inputs = (images,)
+            labels = (mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32"),)
+        # (inputs, labels) per context: device/nccl give every device the same batch, copied
+        # there once (so the reduced update equals a single-device run's on that batch).
+        self.replicas = [(inputs, labels)] + [
+            (tuple(x.as_in_context(c) for x in inputs), tuple(y.as_in_context(c) for y in labels))
+            for c in self.ctxs[1:]
+        ]
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
 
     # ------------------------------------------------------------ dist_sync
@@ -505,29 +592,33 @@ class Runner(BaseRunner):
         return self.kv
 
     # ------------------------------------------------------------------- step
+    def _loss(self, inputs, labels):
+        if self.is_bert:
+            mlm_labels, nsp_labels = labels
+            mlm_logits, nsp_logits = self.net(*inputs)
+            # Per sequence: mean masked-LM loss over its masked positions + NSP loss.
+            mlm = self.loss_fn(mlm_logits, mlm_labels.reshape((-1,))).reshape((-1, self.masked))
+            return mlm.mean(axis=1) + self.loss_fn(nsp_logits, nsp_labels)
+        return self.loss_fn(self.net(*inputs), labels[0])
+
     def step(self, batch=None):
         mx = self.mx
         with mx.autograd.record():
-            if self.is_bert:
-                mlm_logits, nsp_logits = self.net(*self.inputs)
-                # Per sequence: mean masked-LM loss over its masked positions + NSP loss.
-                mlm = self.loss_fn(mlm_logits, self.mlm_labels.reshape((-1,))).reshape((-1, self.masked))
-                loss = mlm.mean(axis=1) + self.loss_fn(nsp_logits, self.nsp_labels)
-            else:
-                loss = self.loss_fn(self.net(*self.inputs), self.labels)
-            if self.scale_loss:
-                with self.amp.scale_loss(loss, self.trainer) as scaled:
-                    scaled.backward()
-            else:
-                loss.backward()
+            losses = [self._loss(inputs, labels) for inputs, labels in self.replicas]
+        if self.scale_loss:
+            with self.amp.scale_loss(losses, self.trainer) as scaled:
+                mx.autograd.backward(scaled)
+        else:
+            mx.autograd.backward(losses)
         self.trainer.step(self.step_batch)
-        return loss
+        return losses
 
     def sync(self) -> None:
         self.mx.nd.waitall()
 
     def loss_value(self, handle) -> float:
-        return float(handle.mean().asscalar())
+        # The mean per-sample loss over the contexts' batches (equal sizes).
+        return sum(float(loss.mean().asscalar()) for loss in handle) / len(handle)
 
     def is_oom(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):
@@ -542,6 +633,7 @@ class Runner(BaseRunner):
             "version": mx.__version__,
             "features": {k: features.is_enabled(k) for k in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "DIST_KVSTORE")},
             "device": str(self.ctx),
+            "devices": [str(c) for c in self.ctxs],
             "device_name": "cpu" if self.spec.device == "cpu" else f"gpu{self.spec.dist.local_rank}",
             "threads": int(os.environ["OMP_NUM_THREADS"]),
             "engine_worker_threads": int(os.environ["MXNET_CPU_WORKER_NTHREADS"]),
@@ -549,7 +641,14 @@ class Runner(BaseRunner):
             "amp_dtype": self.amp_dtype,
             "model_variant": _variant(self.spec.coords.model),
         }
-        if self.kv is not None:
+        if self.kv is not None and self.multi_device:
+            info["kvstore"] = {
+                "type": self.kv.type,
+                "contexts": [str(c) for c in self.ctxs],
+                "update_on_kvstore": bool(getattr(self.trainer, "_update_on_kvstore", None)),
+                "step_batch": self.step_batch,
+            }
+        elif self.kv is not None:
             d = self.spec.dist
             info["kvstore"] = {
                 "type": self.kv.type,
@@ -559,10 +658,20 @@ class Runner(BaseRunner):
                 "scheduler": f"{d.master_addr}:{d.master_port}",
                 "update_on_kvstore": True,
             }
+        if self.hvd is not None:
+            info["horovod"] = {
+                "version": getattr(__import__("horovod"), "__version__", None),
+                "rank": self.hvd.rank(),
+                "size": self.hvd.size(),
+                "local_rank": self.hvd.local_rank(),
+            }
         return info
 
     # ------------------------------------------------------------------ close
     def close(self) -> None:
+        if getattr(self, "_rendezvous", None) is not None:
+            with contextlib.suppress(Exception):
+                self._rendezvous.stop()
         if not getattr(self, "distributed", False):
             return
         if self._kv_thread is not None and self._kv_thread.is_alive():

@@ -25,9 +25,14 @@ to validate config); `build()` does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import socket
+import subprocess
+import sys
+import time
 
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
 from dlbench.runners.base import Runner as BaseRunner
@@ -35,8 +40,57 @@ from dlbench.runners.base import Runner as BaseRunner
 FRAMEWORK = "tensorflow"
 MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
 UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = ("multi_worker_mirrored",)
+STRATEGIES = (
+    "multi_worker_mirrored",
+    "replicated_nccl",
+    "replicated_copy",
+    "replicated_pscpu",
+    "parameter_server",
+    "horovod",
+)
 PRECISIONS = ("fp32", "amp")
+# MirroredStrategy: one process drives all devices of its node (and only one node).
+PROCESS_PER_NODE_STRATEGIES = ("replicated_nccl", "replicated_copy", "replicated_pscpu")
+SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
+# ParameterServerStrategy: the coordinator (rank 0) writes the only step log.
+COORDINATOR_STRATEGIES = ("parameter_server",)
+CUDA_ONLY_STRATEGIES = {
+    "replicated_nccl": "NcclAllReduce has no CPU kernels (TensorFlow: 'NcclAllReduce ... no registered kernels')",
+}
+
+
+def _horovod_unavailable() -> str:
+    from dlbench.runners._horovod import UNAVAILABLE
+
+    return UNAVAILABLE
+
+
+UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
+
+# What one step of `parameter_server` is (recorded in the header).
+PS_STEP = (
+    "synchronous: W scheduled closures (W = workers), each one per-device batch on whichever worker is "
+    "free (normally one each), forward + backward, gradients added to sums on the parameter servers; "
+    "join; then one scheduled closure applies the summed gradient (divided by the global batch) with the "
+    "optimizer and clears the sums; join. samples = W x batch; only the coordinator writes a step log"
+)
+
+RENDEZVOUS_TIMEOUT_S = 180  # parameter_server: every server port reachable / coordinator seen
+
+
+def strategy_kind(name: str) -> str:
+    if name == "single":
+        return "single"
+    if name == "multi_worker_mirrored":
+        return "mwms"
+    if name in PROCESS_PER_NODE_STRATEGIES:
+        return "replicated"
+    if name == "parameter_server":
+        return "ps"
+    if name == "horovod":
+        return "horovod"
+    raise ValueError(f"tensorflow runner: strategy {name!r} not offered (have {STRATEGIES})")
+
 
 _KERAS_APPLICATIONS = {
     "resnet50": "ResNet50",
@@ -91,6 +145,157 @@ def tf_config(dist) -> dict:
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": dist.rank}}
 
 
+def ps_cluster(dist, devices_per_node: int) -> dict:
+    """The `parameter_server` cluster, computed from `spec.dist` alone (every task agrees).
+
+    One launcher task per node (dist.world_size = nodes). Node n (address
+    `dist.endpoints["nodes"][n]`, or `master_addr` on one node) runs the workers
+    n*G .. n*G+G-1 (one per device) and parameter server n; the coordinator ("chief") runs
+    in task 0. Ports: chief master_port, worker w master_port+1+w, ps n master_port+1+W+n
+    (distinct across nodes, so several "nodes" may share a host; Slurm's port block per job
+    is 100 ports: W + nodes <= 98).
+    """
+    nodes = max(1, dist.world_size // max(1, dist.local_world_size))
+    hosts = list((dist.endpoints or {}).get("nodes") or [])[:nodes]
+    if not hosts and nodes == 1:
+        hosts = [dist.master_addr]
+    if len(hosts) != nodes:
+        raise ValueError(f"parameter_server on {nodes} nodes needs spec.dist.endpoints['nodes'] (one address per node)")
+    base, workers = dist.master_port, nodes * devices_per_node
+    return {
+        "chief": [f"{hosts[0]}:{base}"],
+        "worker": [f"{hosts[w // devices_per_node]}:{base + 1 + w}" for w in range(workers)],
+        "ps": [f"{hosts[n]}:{base + 1 + workers + n}" for n in range(nodes)],
+    }
+
+
+def node_servers(cluster: dict, node: int) -> list[tuple[str, int]]:
+    """(job, index) of the servers node `node` runs: its workers, then its parameter server."""
+    per_node = len(cluster["worker"]) // len(cluster["ps"])
+    return [("worker", node * per_node + g) for g in range(per_node)] + [("ps", node)]
+
+
+# A worker / PS server: guard against an orphan, then serve until killed.
+_SERVER_CODE = """
+import json, os, sys, threading, time
+parent = int(sys.argv[1])
+def _watch():
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(1.0)
+threading.Thread(target=_watch, daemon=True).start()
+conf = json.loads(sys.argv[2])
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(conf["intra"])
+tf.config.threading.set_inter_op_parallelism_threads(conf["inter"])
+if not conf["gpu"]:
+    tf.config.set_visible_devices([], "GPU")
+server = tf.distribute.Server(
+    tf.train.ClusterSpec(conf["cluster"]), job_name=conf["job"], task_index=conf["index"], protocol="grpc", start=True
+)
+server.join()
+"""
+
+
+def start_ps_servers(spec, cluster: dict, node: int) -> list:
+    """Start node `node`'s worker servers (one per device: on a GPU its own, on the CPU
+    threads/G intra-op threads each) and its parameter server (CPU, 1 thread)."""
+    per_node = len(cluster["worker"]) // len(cluster["ps"])
+    procs = []
+    for job, index in node_servers(cluster, node):
+        worker = job == "worker"
+        intra = max(1, spec.threads // per_node) if worker else 1
+        conf = {
+            "cluster": cluster,
+            "job": job,
+            "index": index,
+            "intra": intra,
+            "inter": max(2, intra),
+            "gpu": worker and spec.device == "cuda",
+        }
+        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        if spec.device == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = str(index % per_node) if worker else ""
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _SERVER_CODE, str(os.getpid()), json.dumps(conf)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        )
+    return procs
+
+
+def _port_open(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_servers(cluster: dict, procs: list, timeout_s: float = RENDEZVOUS_TIMEOUT_S) -> None:
+    """Until every worker and PS server of the cluster accepts connections (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    pending = [*cluster["worker"], *cluster["ps"]]
+    while pending:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"parameter_server: a server process exited early with code {proc.returncode}")
+        pending = [a for a in pending if not _port_open(a)]
+        if pending and time.monotonic() > deadline:
+            raise RuntimeError(f"parameter_server: servers {pending} not reachable after {timeout_s} s")
+        if pending:
+            time.sleep(0.5)
+
+
+def stop_processes(procs: list) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=30)
+
+
+def serve(spec, time_limit_s: int = 0) -> int:
+    """A helper task of `parameter_server` (a node other than the coordinator's): start this
+    node's servers, wait for the coordinator to come up and to finish (its port closes),
+    then stop them. Writes no step log. Exit code 0 when the coordinator finished."""
+    node = spec.dist.rank // max(1, spec.dist.local_world_size)
+    cluster = ps_cluster(spec.dist, spec.coords.scale_obj.devices_per_node)
+    procs = start_ps_servers(spec, cluster, node)
+    chief = cluster["chief"][0]
+    started = time.monotonic()
+    limit = RENDEZVOUS_TIMEOUT_S + (time_limit_s or 0) + 60
+    seen = False
+    try:
+        while True:
+            for proc in procs:
+                if proc.poll() is not None:
+                    print(
+                        f"[dlbench] parameter_server node {node}: a server exited ({proc.returncode})", file=sys.stderr
+                    )
+                    return 1
+            up = _port_open(chief)
+            if up:
+                seen = True
+            elif seen:
+                return 0  # the coordinator has finished
+            elapsed = time.monotonic() - started
+            if (not seen and elapsed > RENDEZVOUS_TIMEOUT_S) or elapsed > limit:
+                print(
+                    f"[dlbench] parameter_server node {node}: coordinator {chief} not seen / not done", file=sys.stderr
+                )
+                return 1
+            time.sleep(1.0)
+    finally:
+        stop_processes(procs)
+
+
 def _inter_op_threads(spec) -> int:
     """Inter-op threads: the cores this process is given (TensorFlow's own default is one per
     core of the machine), at least 2. Measured on 2 cores under load, alternating: ResNet-50
@@ -108,38 +313,125 @@ class Runner(BaseRunner):
         """Import TensorFlow and fix its process-wide settings (before the worker's memory cap).
 
         Only configuration here, no op: MultiWorkerMirroredStrategy must be created (in
-        build) before the TF runtime starts.
+        build) before the TF runtime starts, and logical CPU devices (MirroredStrategy's
+        stand-ins for GPUs) can only be configured before it starts.
         """
         if getattr(self, "tf", None) is not None:
             return
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         spec = self.spec
-        self.distributed = spec.dist.world_size > 1
-        strategy_name = spec.coords.strategy
-        if self.distributed and strategy_name != "multi_worker_mirrored":
-            raise ValueError(f"tensorflow runner: strategy {strategy_name!r} not offered (have {STRATEGIES})")
-        if self.distributed:
+        self.kind = strategy_kind(spec.coords.strategy)
+        self.distributed = self.kind != "single"
+        if self.kind == "single" and spec.dist.world_size > 1:
+            raise ValueError(f"tensorflow runner: strategy 'single' with {spec.dist.world_size} ranks")
+        if self.kind == "replicated" and spec.dist.world_size > spec.dist.local_world_size:
+            raise ValueError(f"{spec.coords.strategy}: MirroredStrategy drives one node's devices, not several nodes")
+        if self.kind == "replicated" and spec.coords.strategy in CUDA_ONLY_STRATEGIES and spec.device != "cuda":
+            raise RuntimeError(
+                f"{spec.coords.strategy} needs CUDA devices: {CUDA_ONLY_STRATEGIES[spec.coords.strategy]}"
+            )
+        if self.kind == "mwms":
             # Read when MultiWorkerMirroredStrategy is created.
             os.environ["TF_CONFIG"] = json.dumps(tf_config(spec.dist))
+        self.hvd = self._rendezvous = None
+        self.ps_procs: list = []
+        if self.kind == "horovod":
+            self._import_horovod()
+        if self.kind == "ps":
+            # This node's worker and PS servers, before TensorFlow starts here.
+            self.cluster = ps_cluster(spec.dist, spec.coords.scale_obj.devices_per_node)
+            self.ps_procs = start_ps_servers(
+                spec, self.cluster, node=spec.dist.rank // max(1, spec.dist.local_world_size)
+            )
 
         import keras
         import tensorflow as tf
 
         self.tf = tf
         self.keras = keras
-        # Threads first: they are fixed once the TF runtime initialises.
-        tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
+        # Threads first: they are fixed once the TF runtime initialises. MirroredStrategy's
+        # logical CPU devices share this process's one intra-op pool (TensorFlow has no
+        # per-device pool), so it gets the threads of all the node's devices; the
+        # parameter-server coordinator computes nothing (its workers have the threads).
+        intra = 1 if self.kind == "ps" else spec.threads
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
         tf.config.threading.set_inter_op_parallelism_threads(_inter_op_threads(spec))
-        if spec.device == "cuda":
+        local = self.hvd.local_rank() if self.hvd is not None else spec.dist.local_rank
+        if spec.device == "cuda" and self.kind != "ps":
             gpus = tf.config.list_physical_devices("GPU")
             if not gpus:
                 raise RuntimeError("device cuda requested but TensorFlow sees no GPU")
-            # One process per GPU: this process sees only its own.
-            tf.config.set_visible_devices(gpus[spec.dist.local_rank % len(gpus)], "GPU")
-            self.device = "/GPU:0"
+            if self.kind == "replicated":
+                # One process drives the node's GPUs.
+                if len(gpus) < spec.local_devices:
+                    raise RuntimeError(
+                        f"{spec.coords.strategy}: {spec.local_devices} devices, TensorFlow sees {len(gpus)} GPUs"
+                    )
+                tf.config.set_visible_devices(gpus[: spec.local_devices], "GPU")
+                self.devices = [f"/GPU:{i}" for i in range(spec.local_devices)]
+            else:
+                # One process per GPU: this process sees only its own.
+                tf.config.set_visible_devices(gpus[local % len(gpus)], "GPU")
+                self.devices = ["/GPU:0"]
         else:
             tf.config.set_visible_devices([], "GPU")
-            self.device = "/CPU:0"
+            if self.kind == "replicated":
+                # CPU stand-ins for a node's GPUs: one logical CPU device per device.
+                cpu = tf.config.list_physical_devices("CPU")[0]
+                tf.config.set_logical_device_configuration(
+                    cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(spec.local_devices)]
+                )
+                self.devices = [f"/CPU:{i}" for i in range(spec.local_devices)]
+            else:
+                self.devices = ["/CPU:0"]
+        self.device = self.devices[0]
+
+    def _import_horovod(self) -> None:
+        from dlbench.runners import _horovod
+
+        try:
+            import horovod.tensorflow as hvd
+        except ImportError as exc:
+            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
+        self._rendezvous = _horovod.prepare(self.spec.dist)
+        hvd.init()
+        if hvd.size() != self.spec.dist.world_size:
+            raise RuntimeError(f"horovod: size {hvd.size()}, expected {self.spec.dist.world_size}")
+        self.hvd = hvd
+
+    def _make_strategy(self):
+        tf, spec = self.tf, self.spec
+        self.communication = None
+        if self.kind == "mwms":
+            implementation = (
+                tf.distribute.experimental.CommunicationImplementation.NCCL
+                if spec.device == "cuda"
+                else tf.distribute.experimental.CommunicationImplementation.RING
+            )
+            self.communication = implementation.name
+            return tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+            )
+        if self.kind == "replicated":
+            # tf_cnn_benchmarks' variable_update=replicated with its all_reduce_spec: nccl, a
+            # hierarchical copy (its DGX-1 "copy"), or reduction to the CPU (its "pscpu").
+            name = spec.coords.strategy
+            if name == "replicated_nccl":
+                self.cross_device_ops = tf.distribute.NcclAllReduce()
+            elif name == "replicated_copy":
+                self.cross_device_ops = tf.distribute.HierarchicalCopyAllReduce()
+            else:
+                self.cross_device_ops = tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0")
+            return tf.distribute.MirroredStrategy(devices=self.devices, cross_device_ops=self.cross_device_ops)
+        if self.kind == "ps":
+            wait_for_servers(self.cluster, self.ps_procs)
+            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                tf.train.ClusterSpec(self.cluster), task_type="chief", task_id=0, rpc_layer="grpc"
+            )
+            strategy = tf.distribute.ParameterServerStrategy(resolver)
+            self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            return strategy
+        return tf.distribute.get_strategy()  # the default (no-op) strategy: single, horovod
 
     def build(self) -> None:
         self.import_framework()
@@ -150,20 +442,16 @@ class Runner(BaseRunner):
         self.policy = ("mixed_float16" if on_cuda else "mixed_bfloat16") if amp else "float32"
         keras.mixed_precision.set_global_policy(self.policy)
         keras.utils.set_random_seed(spec.seed)
-
-        if self.distributed:
-            implementation = (
-                tf.distribute.experimental.CommunicationImplementation.NCCL
-                if on_cuda
-                else tf.distribute.experimental.CommunicationImplementation.RING
-            )
-            self.communication = implementation.name
-            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
-                communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
-            )
+        self.strategy = self._make_strategy()
+        # Samples one step trains over all replicas; losses are averaged over it (gradients
+        # are summed across replicas). Horovod averages gradients itself: its loss is local.
+        if self.kind == "mwms":
+            self.replicas = self.strategy.num_replicas_in_sync
+        elif self.kind in ("replicated", "ps"):
+            self.replicas = spec.local_devices  # the node's devices / all workers
         else:
-            self.communication = None
-            self.strategy = tf.distribute.get_strategy()  # the default (no-op) strategy
+            self.replicas = 1
+        self.global_batch = spec.batch * self.replicas
 
         model_name = spec.coords.model
         self.is_bert = model_name == "bert_base"
@@ -180,18 +468,45 @@ class Runner(BaseRunner):
                 optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
+            if self.kind == "ps":
+                # Gradient sums on the parameter servers (one per trainable variable).
+                self.accumulators = [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="grad_sum")
+                    for v in self.model.trainable_variables
+                ]
         self.params = int(sum(math.prod(v.shape) for v in self.model.trainable_variables))
+        if self.hvd is not None:
+            # Every rank starts from rank 0's initial state.
+            for variables in (self.model.variables, self.optimizer.variables):
+                self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
 
         with tf.device(self.device):
-            self.inputs = self._synthetic_batch()
+            batch = self._synthetic_batch()
+        if self.kind == "replicated":
+            # The same batch on every device, copied there once.
+            self.inputs = self.strategy.experimental_distribute_values_from_function(
+                lambda ctx: tf.nest.map_structure(tf.identity, batch)
+            )
+        elif self.kind == "ps":
+            # Each worker holds the batch in a dataset of its own (created on the worker once).
+            host = tf.nest.map_structure(lambda t: t.numpy(), batch)
+            dataset = self.coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors(host).repeat())
+            self.inputs = iter(dataset)
+        else:
+            self.inputs = batch
         self._step_fn = self._make_step()
         from tensorflow.python.eager import context
 
         self._async_wait = context.async_wait
-        task = f"/task:{spec.dist.rank}/" if self.distributed else None
-        self._local_devices = [
-            d.name for d in tf.config.list_logical_devices() if task is None or "/job:" not in d.name or task in d.name
-        ]
+        if self.kind == "ps":
+            self._local_devices = []  # the coordinator runs nothing; step() joins the workers
+        else:
+            task = f"/task:{spec.dist.rank}/" if self.kind == "mwms" else None
+            self._local_devices = [
+                d.name
+                for d in tf.config.list_logical_devices()
+                if task is None or "/job:" not in d.name or task in d.name
+            ]
 
     # -- data -----------------------------------------------------------------------------
 
@@ -240,7 +555,7 @@ class Runner(BaseRunner):
         tf = self.tf
         spec = self.spec
         model, optimizer = self.model, self.optimizer
-        global_batch = spec.batch * spec.dist.world_size
+        global_batch = self.global_batch
         variables = model.trainable_variables
         inputs = self.inputs
 
@@ -254,7 +569,23 @@ class Runner(BaseRunner):
             grads = tape.gradient(scaled, variables)
             return loss, grads
 
-        if not self.distributed:
+        if self.kind == "horovod":
+            hvd = self.hvd
+
+            def horovod_step():
+                with tf.GradientTape() as tape:
+                    loss = tf.nn.compute_average_loss(
+                        self._per_example_loss(inputs, training=True), global_batch_size=spec.batch
+                    )
+                    scaled = optimizer.scale_loss(loss) if self.loss_scaling else loss
+                # Allreduce (average over ranks, Gloo on CPU / NCCL on GPU) of the gradients.
+                grads = hvd.DistributedGradientTape(tape).gradient(scaled, variables)
+                optimizer.apply_gradients(zip(grads, variables, strict=True))
+                return loss
+
+            return tf.function(horovod_step, jit_compile=bool(spec.compile))
+
+        if self.kind == "single":
 
             def train_step():
                 loss, grads = forward_backward(inputs)
@@ -263,11 +594,48 @@ class Runner(BaseRunner):
 
             return tf.function(train_step, jit_compile=bool(spec.compile))
 
-        # MultiWorkerMirrored: XLA (if asked) compiles the per-replica forward/backward;
-        # the cross-worker all-reduce inside the optimizer stays outside it.
+        # Strategies: XLA (if asked) compiles the per-replica forward/backward; the
+        # cross-replica reduction inside the optimizer stays outside it.
         fb = tf.function(forward_backward, jit_compile=True) if spec.compile else forward_backward
         strategy = self.strategy
 
+        if self.kind == "ps":
+            accumulators = self.accumulators
+
+            @tf.function
+            def worker_step(iterator):
+                def replica(batch):
+                    loss, grads = fb(batch)
+                    for acc, grad in zip(accumulators, grads, strict=True):
+                        acc.assign_add(grad)  # pushed to the parameter server holding the variable
+                    return loss
+
+                return strategy.run(replica, args=(next(iterator),))
+
+            @tf.function
+            def apply_step():
+                def replica():
+                    # The summed gradient of every worker's batch (each already divided by the
+                    # global batch), applied once; then the sums are cleared.
+                    optimizer.apply_gradients(zip([a.read_value() for a in accumulators], variables, strict=True))
+                    for acc in accumulators:
+                        acc.assign(tf.zeros_like(acc))
+
+                strategy.run(replica)
+
+            coordinator, workers = self.coordinator, len(self.cluster["worker"])
+
+            def ps_step():
+                losses = [coordinator.schedule(worker_step, args=(inputs,)) for _ in range(workers)]
+                coordinator.join()
+                coordinator.schedule(apply_step)
+                coordinator.join()
+                return losses
+
+            return ps_step
+
+        # MultiWorkerMirrored (one replica per worker process) and Mirrored (one per device
+        # of this process): the optimizer all-reduces (sums) the gradients across replicas.
         def replica_step(inputs):
             loss, grads = fb(inputs)
             optimizer.apply_gradients(zip(grads, variables, strict=True))
@@ -292,7 +660,8 @@ class Runner(BaseRunner):
         # tf.function call already returns only when its graph has run, so this costs one
         # tiny op dispatch; on a GPU kernels run asynchronously, and fetching the loss alone
         # would not wait for the backward pass and the update (queued after the loss), so the
-        # loss is not the sync point.
+        # loss is not the sync point. Under MirroredStrategy this covers every device of the
+        # node; the parameter-server coordinator has none (its step ends with join()).
         tf = self.tf
         for name in self._local_devices:
             with tf.device(name):
@@ -300,6 +669,8 @@ class Runner(BaseRunner):
         self._async_wait()  # pending eager ops, if asynchronous execution was enabled
 
     def loss_value(self, handle) -> float:
+        if isinstance(handle, list):  # parameter server: each worker's share of the global mean
+            return float(sum(float(r.fetch()) for r in handle))
         return float(handle.numpy())
 
     def is_oom(self, exc: BaseException) -> bool:
@@ -335,15 +706,71 @@ class Runner(BaseRunner):
             info["device_name"] = details.get("device_name", "gpu")
             info["compute_capability"] = details.get("compute_capability")
         if self.distributed:
-            info["strategy"] = {
+            info["strategy"] = self._describe_strategy()
+        if self.is_bert:
+            info["bert_config"] = dict(BERT_BASE, seq_len=self.spec.seq_len)
+        return info
+
+    def _describe_strategy(self) -> dict:
+        spec = self.spec
+        if self.kind == "mwms":
+            return {
                 "name": "MultiWorkerMirroredStrategy",
                 "communication": self.communication,
                 "num_replicas_in_sync": self.strategy.num_replicas_in_sync,
                 "tf_config": json.loads(os.environ["TF_CONFIG"]),
             }
-        if self.is_bert:
-            info["bert_config"] = dict(BERT_BASE, seq_len=self.spec.seq_len)
-        return info
+        if self.kind == "replicated":
+            ops = self.cross_device_ops
+            return {
+                "name": "MirroredStrategy",
+                "variant": spec.coords.strategy,
+                "cross_device_ops": type(ops).__name__,
+                "reduce_to_device": "/cpu:0" if spec.coords.strategy == "replicated_pscpu" else None,
+                "devices": list(self.strategy.extended.worker_devices),
+                "num_replicas_in_sync": self.strategy.num_replicas_in_sync,
+                # On the CPU the devices are logical devices of one physical CPU, sharing the
+                # process's intra-op pool (TensorFlow has no per-device thread pool).
+                "logical_cpu_devices": spec.device != "cuda",
+                "global_batch": self.global_batch,
+            }
+        if self.kind == "ps":
+            return {
+                "name": "ParameterServerStrategy",
+                "coordinator": "ClusterCoordinator",
+                "synchronous": True,
+                "step": PS_STEP,
+                "workers": len(self.cluster["worker"]),
+                "parameter_servers": len(self.cluster["ps"]),
+                "global_batch": self.global_batch,
+                "tf_config": {"cluster": self.cluster, "task": {"type": "chief", "index": 0}},
+            }
+        if self.kind == "horovod":
+            hvd = self.hvd
+            return {
+                "name": "horovod",
+                "version": getattr(__import__("horovod"), "__version__", None),
+                "rank": hvd.rank(),
+                "size": hvd.size(),
+                "local_rank": hvd.local_rank(),
+                "gloo_enabled": bool(hvd.gloo_enabled()),
+                "nccl_built": bool(hvd.nccl_built()),
+            }
+        return {"name": spec.coords.strategy}
+
+    def close(self) -> None:
+        if self._rendezvous is not None:
+            with contextlib.suppress(Exception):
+                self._rendezvous.stop()
+        if self.ps_procs:
+            stop_processes(self.ps_procs)
+            if self.kind == "ps":
+                # At interpreter exit the coordinator's eager context would try to remove its
+                # functions from the stopped servers (gRPC errors, retries): the footer is
+                # written, so the process ends here.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
 
 
 # -- model definitions (called inside build(), with keras/tf passed in) ----------------------
