@@ -242,6 +242,47 @@ def test_launch_records_exit_codes_and_oom(tmp_path, monkeypatch):
     assert slurm.outcome(run_dir) == ("oom", "Slurm job 77: a rank was killed by the out-of-memory handler")
 
 
+def test_launch_starts_the_strategys_tasks_per_node(tmp_path, monkeypatch):
+    """A parameter-server run at 2x2 is one task per node (rank 0 coordinates, the other
+    serves its node's devices): srun starts 2 tasks, GPUs stay per node."""
+    fake_commands(tmp_path, monkeypatch, scontrol=SCONTROL, srun=SRUN_OOM)
+    monkeypatch.setenv("SLURM_JOB_ID", "78")
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    coords = make_coords(framework="tensorflow", scale="2x2", strategy="parameter_server")
+    args = SimpleNamespace(**coords.as_dict(), run_dir=str(run_dir), threads=4, device="cuda", time_limit=30)
+    codes = slurm.launch(args, [])
+    assert codes == [0, 137]  # one per task
+    srun = json.loads((run_dir / "slurm.json").read_text())["srun"]
+    for flag in ("--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4", "--gpus-per-node=2"):
+        assert flag in srun
+
+
+def test_srun_command_for_one_process_per_node():
+    cmd = slurm.srun_command(1, 1, 8, "cuda", ["python"], overlap=False, gpus_per_node=4)
+    assert "--ntasks=1" in cmd and "--ntasks-per-node=1" in cmd and "--gpus-per-node=4" in cmd
+
+
+def test_node_addresses_for_per_node_strategies():
+    """Every task also gets every node's address, in node order (ParameterServerStrategy)."""
+    dists = [slurm.distributed_from_environment(srun_task_env(r, r // 2, r % 2)) for r in range(4)]
+    assert {tuple(d.endpoints["nodes"]) for d in dists} == {("10.0.0.1", "10.0.0.2")}
+    one_per_node = srun_task_env(
+        1,
+        1,
+        0,
+        SLURM_NTASKS="2",
+        SLURM_STEP_NUM_TASKS="2",
+        SLURM_STEP_TASKS_PER_NODE="1(x2)",
+        SLURM_TASKS_PER_NODE="1(x2)",
+    )
+    dist = slurm.distributed_from_environment(one_per_node)
+    assert (dist.rank, dist.world_size, dist.local_world_size) == (1, 2, 1)
+    assert dist.endpoints["nodes"] == ["10.0.0.1", "10.0.0.2"]
+
+
 def test_launch_outside_slurm_exits_with_a_message(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.delenv("SLURM_JOBID", raising=False)
