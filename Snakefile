@@ -7,6 +7,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/envs.smk"
+include: "workflow/rules/data.smk"
 include: "workflow/rules/containers.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"

@@ -1,0 +1,170 @@
+"""Where each dataset lives for a config, and the files a real-data train job needs. Stdlib only.
+
+    results/data/images/generated-<id>/   the generated ImageNet layout (data.images.source: null)
+    results/data/tensorflow/<id>/         TFRecord shards + manifest.json
+    results/data/pytorch/<id>/            ImageFolder root: <split> links + manifest.json
+    results/data/mxnet/<id>/              <split>.rec/.idx/.lst + manifest.json
+    results/data/text/bert-<id>/          examples.npz, vocab.txt (+ corpus.txt) + manifest.json
+
+<id> is `generated-<hash>` or `imagenet-<hash>` (a configured source), the hash covering
+every `data.images` setting (a configured source by its absolute path), so a changed
+setting is a new directory instead of a stale one; the text id covers `data.text` and the
+sequence length. Paths are relative to the working directory, as Snakemake's are.
+
+For the train rule (real data): `train_data_inputs(framework, model, config)`; for the
+runner: `dataset_path(framework, kind, config)` (kind "image" or "text", as in
+dlbench.models.CATALOGUE).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+
+from dlbench.models import CATALOGUE
+
+DATA_ROOT = "results/data"
+MANIFEST = "manifest.json"
+IMAGE_FORMATS = {"tensorflow": "tfrecord", "pytorch": "imagefolder", "mxnet": "recordio"}
+DEFAULT_SEQ_LEN = 128
+# The schema's defaults (workflow/schemas/config.schema.yaml, `data`); a test keeps them equal.
+DEFAULTS = {
+    "images": {
+        "source": None,
+        "count": 256,
+        "val_count": 32,
+        "classes": 8,
+        "image_size": 96,
+        "quality": 90,
+        "seed": 0,
+        "shards": 4,
+        "val_shards": 1,
+        "splits": ["train"],
+    },
+    "text": {
+        "corpus": None,
+        "examples": 512,
+        "seq_len": 0,
+        "max_predictions": 20,
+        "masked_lm_prob": 0.15,
+        "short_seq_prob": 0.1,
+        "vocab_size": 8000,
+        "seed": 0,
+    },
+}
+
+
+def _section(config: dict, name: str) -> dict:
+    settings = copy.deepcopy(DEFAULTS[name])
+    settings.update((config.get("data") or {}).get(name) or {})
+    return settings
+
+
+def image_settings(config: dict) -> dict:
+    """`data.images` with defaults; `source` made absolute, `val_count` 0 without a val split."""
+    settings = _section(config, "images")
+    if settings["source"] is not None:
+        settings["source"] = os.path.abspath(settings["source"])
+    if "val" not in settings["splits"]:
+        settings["val_count"] = 0
+    return settings
+
+
+def text_settings(config: dict) -> dict:
+    """`data.text` with defaults; seq_len 0 → run.seq_len, or 128 (BERT's) if that is 0 too."""
+    settings = _section(config, "text")
+    if not settings["seq_len"]:
+        settings["seq_len"] = (config.get("run") or {}).get("seq_len") or DEFAULT_SEQ_LEN
+    if settings["corpus"] is not None:
+        settings["corpus"] = os.path.abspath(settings["corpus"])
+    return settings
+
+
+def _digest(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def images_id(config: dict) -> str:
+    settings = image_settings(config)
+    if settings["source"] is not None:  # the generator's settings do not apply
+        for key in ("count", "val_count", "classes", "image_size", "quality"):
+            settings.pop(key)
+    return f"{'generated' if settings['source'] is None else 'imagenet'}-{_digest(settings)}"
+
+
+def text_id(config: dict) -> str:
+    return f"bert-{_digest(text_settings(config))}"
+
+
+def generated_images_dir(config: dict) -> str:
+    """Where the generator writes for this config (used only when data.images.source is null)."""
+    return f"{DATA_ROOT}/images/{images_id(config)}"
+
+
+def images_source(config: dict) -> str:
+    """The ImageNet-layout directory the conversions read: the configured one or the generated."""
+    source = image_settings(config)["source"]
+    return source if source is not None else generated_images_dir(config)
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in ("image", "text"):
+        raise ValueError(f"dataset kind {kind!r}: expected 'image' or 'text'")
+    return kind
+
+
+def dataset_path(framework: str, kind: str, config: dict) -> str:
+    """The directory a framework's real-data pipeline reads (see the module docstring)."""
+    if _check_kind(kind) == "text":
+        return f"{DATA_ROOT}/text/{text_id(config)}"
+    if framework not in IMAGE_FORMATS:
+        raise ValueError(f"no image dataset format for framework {framework!r} (known: {', '.join(IMAGE_FORMATS)})")
+    return f"{DATA_ROOT}/{framework}/{images_id(config)}"
+
+
+def tfrecord_shards(split: str, shards: int) -> list[str]:
+    prefix = {"train": "train", "val": "validation"}[split]
+    return [f"{prefix}-{i:05d}-of-{shards:05d}" for i in range(shards)]
+
+
+def dataset_files(framework: str, kind: str, config: dict) -> list[str]:
+    """Every file the conversion writes (the rule's outputs), manifest last."""
+    directory = dataset_path(framework, kind, config)
+    if kind == "text":
+        names = ["examples.npz", "vocab.txt"] + (["corpus.txt"] if text_settings(config)["corpus"] is None else [])
+    elif framework == "tensorflow":
+        settings = image_settings(config)
+        counts = {"train": settings["shards"], "val": settings["val_shards"]}
+        names = [name for split in settings["splits"] for name in tfrecord_shards(split, counts[split])]
+    elif framework == "mxnet":
+        names = [
+            f"{split}{suffix}" for split in image_settings(config)["splits"] for suffix in (".rec", ".idx", ".lst")
+        ]
+    else:  # pytorch: ImageFolder links the source's split directories; the manifest vouches for them
+        names = []
+    return [f"{directory}/{name}" for name in [*names, MANIFEST]]
+
+
+def train_data_inputs(framework: str, model: str, config: dict) -> list[str]:
+    """The Snakemake inputs of a `data: real` train job: its dataset's files (manifest last)."""
+    return dataset_files(framework, CATALOGUE[model]["kind"], config)
+
+
+def config_problem(config: dict) -> str | None:
+    """What the schema cannot say (relations between `data` keys), naming the key; else None."""
+    images, text = image_settings(config), text_settings(config)
+    if images["source"] is None:
+        if images["count"] < images["classes"]:
+            return (
+                f"data.images.count: {images['count']} images cannot fill "
+                f"data.images.classes: {images['classes']} (every class needs one)"
+            )
+        if "val" in images["splits"] and images["val_count"] < 1:
+            return "data.images.val_count: must be at least 1 when data.images.splits has val"
+    if text["seq_len"] < 8:
+        return f"data.text.seq_len: {text['seq_len']} is too short for a sentence pair (at least 8)"
+    if text["max_predictions"] > text["seq_len"] - 3:
+        return f"data.text.max_predictions: {text['max_predictions']} exceeds seq_len - 3 ({text['seq_len'] - 3})"
+    return None

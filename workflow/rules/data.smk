@@ -1,0 +1,144 @@
+# Datasets of `data: real` runs (README, Datasets): an ImageNet-layout directory (generated,
+# or data.images.source) converted to each framework's own format in that framework's
+# environment, and BERT pre-training examples. Paths and file lists: dlbench/data/paths.py.
+import shlex
+from types import SimpleNamespace
+
+from dlbench.data import paths as data_paths  # noqa: E402
+
+data_problem = data_paths.config_problem(config)
+if data_problem:
+    raise WorkflowError(f"invalid config: {data_problem}")
+
+IMAGE_SETTINGS = data_paths.image_settings(config)
+TEXT_SETTINGS = data_paths.text_settings(config)
+IMAGE_SPLITS = " ".join(IMAGE_SETTINGS["splits"])
+# common.smk's framework_env / framework_python take wildcards with a `framework`
+DATA_ENVS = {name: SimpleNamespace(framework=name) for name in KNOWN_FRAMEWORKS}
+
+
+rule datasets:
+    input:
+        *(
+            data_paths.dataset_files(framework, "image", config)
+            for framework in data_paths.IMAGE_FORMATS
+        ),
+        data_paths.dataset_files("pytorch", "text", config),
+
+
+rule generate_images:
+    output:
+        directory(data_paths.generated_images_dir(config)),
+    log:
+        "logs/data/generate_images.log",
+    conda:
+        ANALYSIS_ENV
+    params:
+        settings=IMAGE_SETTINGS,
+    script:
+        "../scripts/generate_images.py"
+
+
+rule tfrecords:
+    input:
+        source=data_paths.images_source(config),
+        env=ancient(framework_env(DATA_ENVS["tensorflow"])),
+    output:
+        data_paths.dataset_files("tensorflow", "image", config),
+    log:
+        "logs/data/tfrecords.log",
+    conda:
+        "../../envs/tensorflow.yaml"
+    params:
+        python=framework_python(DATA_ENVS["tensorflow"]),
+        repo=lambda wildcards: REPO,
+        script=workflow.source_path("../scripts/convert_tfrecord.py"),
+        splits=IMAGE_SPLITS,
+        seed=IMAGE_SETTINGS["seed"],
+        shards=IMAGE_SETTINGS["shards"],
+        val_shards=IMAGE_SETTINGS["val_shards"],
+        out=lambda wildcards, output: os.path.dirname(output[-1]),
+    shell:
+        "TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH={params.repo} {params.python} {params.script}"
+        " --source {input.source:q} --splits {params.splits} --seed {params.seed}"
+        " --shards {params.shards} --val-shards {params.val_shards} --out {params.out} > {log} 2>&1"
+
+
+rule imagefolder:
+    input:
+        source=data_paths.images_source(config),
+        env=ancient(framework_env(DATA_ENVS["pytorch"])),
+    output:
+        data_paths.dataset_files("pytorch", "image", config),
+    log:
+        "logs/data/imagefolder.log",
+    conda:
+        "../../envs/pytorch.yaml"
+    params:
+        python=framework_python(DATA_ENVS["pytorch"]),
+        repo=lambda wildcards: REPO,
+        script=workflow.source_path("../scripts/convert_imagefolder.py"),
+        splits=IMAGE_SPLITS,
+        out=lambda wildcards, output: os.path.dirname(output[-1]),
+    shell:
+        "PYTHONPATH={params.repo} {params.python} {params.script}"
+        " --source {input.source:q} --splits {params.splits} --out {params.out} > {log} 2>&1"
+
+
+rule recordio:
+    input:
+        source=data_paths.images_source(config),
+        env=ancient(framework_env(DATA_ENVS["mxnet"])),
+    output:
+        data_paths.dataset_files("mxnet", "image", config),
+    log:
+        "logs/data/recordio.log",
+    conda:
+        "../../envs/mxnet.yaml"
+    params:
+        python=framework_python(DATA_ENVS["mxnet"]),
+        repo=lambda wildcards: REPO,
+        script=workflow.source_path("../scripts/convert_recordio.py"),
+        splits=IMAGE_SPLITS,
+        seed=IMAGE_SETTINGS["seed"],
+        out=lambda wildcards, output: os.path.dirname(output[-1]),
+    shell:
+        "PYTHONPATH={params.repo} {params.python} {params.script}"
+        " --source {input.source:q} --splits {params.splits} --seed {params.seed} --out {params.out} > {log} 2>&1"
+
+
+# Tokenised once, in PyTorch's environment (Hugging Face tokenizers); every framework reads
+# the same examples.npz. No corpus file: the Python Language Reference (pydoc_data).
+rule bert_data:
+    input:
+        corpus=[TEXT_SETTINGS["corpus"]] if TEXT_SETTINGS["corpus"] else [],
+        env=ancient(framework_env(DATA_ENVS["pytorch"])),
+    output:
+        data_paths.dataset_files("pytorch", "text", config),
+    log:
+        "logs/data/bert_data.log",
+    conda:
+        "../../envs/pytorch.yaml"
+    params:
+        python=framework_python(DATA_ENVS["pytorch"]),
+        repo=lambda wildcards: REPO,
+        script=workflow.source_path("../scripts/bert_data.py"),
+        corpus=lambda wildcards, input: (
+            f"--corpus {shlex.quote(input.corpus[0])}" if input.corpus else ""
+        ),
+        settings=" ".join(
+            f"--{key.replace('_', '-')} {TEXT_SETTINGS[key]}"
+            for key in (
+                "examples",
+                "seq_len",
+                "max_predictions",
+                "masked_lm_prob",
+                "short_seq_prob",
+                "vocab_size",
+                "seed",
+            )
+        ),
+        out=lambda wildcards, output: os.path.dirname(output[-1]),
+    shell:
+        "PYTHONPATH={params.repo} {params.python} {params.script} {params.corpus} {params.settings}"
+        " --out {params.out} > {log} 2>&1"
