@@ -177,7 +177,7 @@ def test_loss_decreases_on_a_fixed_batch(tmp_path):
 
 
 def test_unknown_strategy_is_a_clear_failure(tmp_path):
-    result = launch(tmp_path / "run", scale="1x2", strategy="device")
+    result = launch(tmp_path / "run", scale="1x2", strategy="dist_bogus")
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in (0, 1):
         log = read_steplog(tmp_path / f"run/rank{rank}.steps.jsonl")
@@ -238,3 +238,60 @@ def test_dist_sync_two_workers(tmp_path):
     single = losses(read_steplog(tmp_path / "single/rank0.steps.jsonl"))
     for log in logs:
         assert losses(log) == pytest.approx(single, rel=1e-3, abs=1e-3), (losses(log), single)
+
+
+def test_kvstore_device_drives_two_cpu_contexts_from_one_process(tmp_path):
+    """kvstore `device`: one process, contexts cpu(0) and cpu(1) (each its own engine device),
+    one step log with batch x 2 samples per step. Both contexts hold the same batch and the
+    trainer normalises by the global batch, so only gradients really summed across the two
+    contexts reproduce the single-device losses (without the reduction each context would take
+    half a step); the parameters of the two contexts must be equal after the steps."""
+    steps = (1, 4)
+    result = launch(tmp_path / "dev", scale="1x2", strategy="device", steps=steps)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "dev/launch.json").read_text())["rank_exit_codes"] == [0]
+    assert not (tmp_path / "dev/rank1.steps.jsonl").exists()
+    log = read_steplog(tmp_path / "dev/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert log.header["run"]["strategy"] == "device" and log.header["local_devices"] == 2
+    assert all(s["samples"] == 2 * 4 for s in log.steps)
+    fw = log.header["framework"]
+    assert fw["kvstore"]["type"] == "device" and fw["kvstore"]["contexts"] == ["cpu(0)", "cpu(1)"]
+    assert fw["kvstore"]["step_batch"] == 8
+    assert fw["threads"] == 1  # 2 threads shared by the 2 contexts
+
+    result = launch(tmp_path / "single", steps=steps)
+    assert result.returncode == 0, result.stderr[-3000:]
+    single = losses(read_steplog(tmp_path / "single/rank0.steps.jsonl"))
+    assert losses(log) == pytest.approx(single, rel=1e-3, abs=1e-3), (losses(log), single)
+
+
+def test_kvstore_device_keeps_the_contexts_parameters_identical():
+    """The same check from inside the runner: after three steps every parameter is the same on
+    both contexts (the kvstore reduced and broadcast the update), and it moved."""
+    code = textwrap.dedent(
+        """
+        from dlbench.coords import RunCoords
+        from dlbench.runners.base import RunSpec
+        from dlbench.runners.mxnet import Runner
+
+        coords = RunCoords("mxnet", "alexnet", "fp32", "synthetic", "2", "1x2", "device", 0)
+        runner = Runner(RunSpec(coords=coords, batch=2, image_size=64, seq_len=0, threads=2, device="cpu",
+                                local_devices=2))
+        runner.build()
+        params = [p for p in runner.net.collect_params().values() if p.grad_req != "null"]
+        before = [p.data(runner.ctxs[0]).copy() for p in params]
+        for _ in range(3):
+            runner.step()
+        runner.sync()
+        diff = max(float((p.data(runner.ctxs[0]) - p.data(runner.ctxs[1])).abs().max().asscalar()) for p in params)
+        moved = max(float((p.data(runner.ctxs[0]) - b).abs().max().asscalar()) for p, b in zip(params, before))
+        print("RESULT", len(params), diff, moved)
+        """
+    )
+    result = subprocess.run(
+        [str(PYTHON), "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, count, diff, moved = next(x for x in result.stdout.splitlines() if x.startswith("RESULT")).split()
+    assert int(count) == 16 and float(diff) == 0.0 and float(moved) > 0.0
