@@ -65,5 +65,6 @@ def test_dry_run_lists_exactly_the_grid(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     table = result.stdout[result.stdout.index("Job stats") :]
     counts = dict(line.split()[:2] for line in table.splitlines()[3:] if len(line.split()) == 2)
-    assert counts["train"] == "36"
+    # One training rule per job shape: 1x1 and 1x2 (DDP, a process per device).
+    assert counts["train_1x1"] == "18" and counts["train_1x2"] == "18"
     assert counts["aggregate"] == "1" and counts["report_document"] == "1"

@@ -12,6 +12,7 @@ from dlbench import grid as dlbench_grid  # noqa: E402
 from dlbench.runners import framework_names  # noqa: E402
 from dlbench.coords import (  # noqa: E402
     RUN_DIR_TEMPLATE,
+    RUN_FIELDS,
     RUN_RECORD_TEMPLATE,
     WILDCARD_CONSTRAINTS,
 )
@@ -125,81 +126,48 @@ def train_inputs(wildcards):
     return [*software, *max_batch_result(wildcards)]
 
 
-# Slurm resources of rule `train`, from the run's scale (snakemake-executor-plugin-slurm's
-# keys). One run = one job: `nodes` nodes, one task per device placed by
-# `--ntasks-per-node`, `gpu` (single device) or `--gpus-per-node` (several) on CUDA.
-# Executors other than slurm ignore them. The first attempt at a run that Slurm ended in
-# an earlier invocation only records it (dlbench.slurm.previous_attempt): 1 task, no GPU.
-from dlbench import slurm as dlbench_slurm  # noqa: E402
-from dlbench.coords import Scale  # noqa: E402
+# Training jobs: one rule per job shape (train.smk), each with static Slurm resources.
+from dlbench import jobs as dlbench_jobs  # noqa: E402
+from dlbench.slurm import RECORD as SLURM_RECORD  # noqa: E402
+
+try:
+    TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
+except ValueError as error:
+    raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
 
 
-def _settling(wildcards, attempt):
-    return (
-        config["run"]["launcher"] == "srun"
-        and attempt == 1
-        and dlbench_slurm.unsettled(RUN_DIR_TEMPLATE.format(**wildcards))
-    )
-
-
-def _multi_task(wildcards, attempt):
-    return Scale.parse(wildcards.scale).devices > 1 and not _settling(
-        wildcards, attempt
-    )
-
-
-def slurm_nodes(wildcards, attempt):
-    return 1 if _settling(wildcards, attempt) else Scale.parse(wildcards.scale).nodes
-
-
-def slurm_tasks(wildcards, attempt):
-    return 1 if _settling(wildcards, attempt) else Scale.parse(wildcards.scale).devices
-
-
-def slurm_cpus_per_task(wildcards, attempt):
-    if _settling(wildcards, attempt):
-        return 1
-    return dlbench_slurm.cpus_per_task(
-        config["run"]["threads"], Scale.parse(wildcards.scale).devices_per_node
-    )
-
-
-def slurm_mem_mb(wildcards, attempt):
-    """Memory per node (Slurm's --mem)."""
-    return 500 if _settling(wildcards, attempt) else config["run"]["mem_mb"]
-
-
-def slurm_runtime(wildcards, attempt):
-    """Minutes: dlbench's own time limit plus a margin, so that it fires first."""
-    return (
-        5
-        if _settling(wildcards, attempt)
-        else dlbench_slurm.runtime_minutes(config["run"]["time_limit_s"])
-    )
-
-
-def slurm_gpu(wildcards, attempt):
-    """`gpu` (→ --gpus) for a single-device CUDA run; several devices use --gpus-per-node."""
-    if config["run"]["device"] != "cuda" or _settling(wildcards, attempt):
+def ended_runs():
+    """Wildcard constraints that match (at least) the runs an earlier invocation's Slurm job
+    left without launch.json, or None. Only srun-launched runs leave slurm.json."""
+    if config["run"]["launcher"] != "srun":
         return None
-    return 1 if Scale.parse(wildcards.scale).devices == 1 else None
-
-
-def slurm_mpi(wildcards, attempt):
-    """Marks a multi-task job: the plugin does not wrap it in `srun -n1`; the launcher
-    runs srun itself (None: the key is absent, a single-task job)."""
-    return "srun" if _multi_task(wildcards, attempt) else None
-
-
-def slurm_extra(wildcards, attempt):
-    """Task placement the plugin has no key for (--ntasks-per-gpu clashes with it)."""
-    if not _multi_task(wildcards, attempt):
+    ended = [
+        run
+        for run in GRID.runs
+        if os.path.exists(os.path.join(run.run_dir, SLURM_RECORD))
+        and not os.path.exists(os.path.join(run.run_dir, "launch.json"))
+    ]
+    if not ended:
         return None
-    per_node = Scale.parse(wildcards.scale).devices_per_node
-    extra = f"--ntasks-per-node={per_node}"
-    if config["run"]["device"] == "cuda":
-        extra += f" --gpus-per-node={per_node}"
-    return extra
+    return {
+        name: dlbench_jobs.constraint(
+            sorted({str(getattr(run, name)) for run in ended})
+        )
+        for name in RUN_FIELDS
+    }
+
+
+ENDED_RUNS = ended_runs()
+TRAIN_LOG = "logs/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}.log"
+
+
+def train_command(wildcards):
+    """The launcher's command line in the framework's environment (or image)."""
+    return (
+        f"{train_environment(wildcards)} PYTHONPATH={train_pythonpath(wildcards)} "
+        f"{train_python(wildcards)} -m dlbench.launch {launch_arguments(wildcards)} "
+        f"--threads {threads_per_run()}"
+    )
 
 
 def snakemake_attempt(wildcards, attempt):
@@ -275,8 +243,14 @@ def image_inputs(wildcards):
     ]
 
 
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+
+
 def train_python(wildcards):
-    return "python3" if USE_APPTAINER else framework_python(wildcards)
+    """The image's or the conda env's python (--sdm apptainer / conda), else the venv's."""
+    if USE_APPTAINER:
+        return "python3"
+    return "python" if USE_CONDA else framework_python(wildcards)
 
 
 def train_pythonpath(wildcards):

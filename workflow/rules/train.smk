@@ -19,36 +19,62 @@ rule find_max_batch:
         "../scripts/find_max_batch.py"
 
 
-rule train:
-    input:
-        train_inputs,
-    output:
-        record=protected(RUN_RECORD_TEMPLATE),
-    log:
-        "logs/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}.log",
-    conda:
-        "../../envs/{framework}.yaml"
-    # The framework's pinned image under --sdm apptainer (containers.smk); ignored otherwise.
-    container:
-        framework_container
-    threads: threads_per_run()
-    # Slurm job of one run, sized from its scale (common.smk); other executors ignore
-    # all but mem_mb and runtime.
-    resources:
-        mem_mb=slurm_mem_mb,
-        runtime=slurm_runtime,
-        nodes=slurm_nodes,
-        tasks=slurm_tasks,
-        cpus_per_task=slurm_cpus_per_task,
-        gpu=slurm_gpu,
-        mpi=slurm_mpi,
-        slurm_extra=slurm_extra,
-        dlbench_attempt=snakemake_attempt,
-    params:
-        args=launch_arguments,
-        repo=train_pythonpath,
-        python=train_python,
-        run_env=train_environment,
-    shell:
-        "{params.run_env} DLBENCH_ATTEMPT={resources.dlbench_attempt} PYTHONPATH={params.repo} {params.python} -m dlbench.launch"
-        " {params.args} --threads {threads} > {log} 2>&1"
+# One rule per job shape (scale × processes per node; dlbench/jobs.py), named train_<scale>
+# or train_<scale>_p<processes per node>: each has static Slurm resources, so a large grid's
+# DAG needs no resource function per job. Per-rule settings: --set-resources train_2x4:...
+for shape, strategies in TRAIN_SHAPES.items():
+
+    rule:
+        name:
+            shape.rule_name
+        input:
+            train_inputs,
+        output:
+            record=protected(RUN_RECORD_TEMPLATE),
+        log:
+            TRAIN_LOG,
+        wildcard_constraints:
+            scale=dlbench_jobs.constraint([shape.scale]),
+            strategy=dlbench_jobs.constraint(strategies),
+        conda:
+            "../../envs/{framework}.yaml"
+        # The framework's pinned image under --sdm apptainer (containers.smk).
+        container:
+            framework_container if USE_APPTAINER else None
+        threads: threads_per_run()
+        resources:
+            **shape.resources(config["run"]),
+            dlbench_attempt=snakemake_attempt,
+        params:
+            command=train_command,
+        shell:
+            "DLBENCH_ATTEMPT={resources.dlbench_attempt} {params.command} > {log} 2>&1"
+
+
+# A run whose Slurm job ended (scancel, time limit, node failure) in an earlier invocation,
+# before its launcher wrote launch.json, is recorded as Slurm ended it by a local job, not
+# run again in a full-size allocation. Snakemake's own --retries within one invocation do
+# run it again (dlbench.slurm.previous_attempt). Defined only when there are such runs.
+if ENDED_RUNS:
+
+    rule record_ended_run:
+        input:
+            os.path.join(RUN_DIR_TEMPLATE, SLURM_RECORD),
+        output:
+            record=protected(RUN_RECORD_TEMPLATE),
+        log:
+            TRAIN_LOG,
+        wildcard_constraints:
+            **ENDED_RUNS,
+        conda:
+            "../../envs/{framework}.yaml"
+        params:
+            command=train_command,
+        shell:
+            "DLBENCH_ATTEMPT=1 {params.command} > {log} 2>&1"
+
+    localrules:
+        record_ended_run,
+
+    for shape in TRAIN_SHAPES:
+        workflow.ruleorder("record_ended_run", shape.rule_name)

@@ -1,0 +1,57 @@
+"""Job shapes: a run's Slurm resources from its scale and strategy (dlbench/jobs.py)."""
+
+import pytest
+
+from dlbench import jobs
+from tests.conftest import make_coords
+
+RUN = {"device": "cpu", "mem_mb": 8000, "time_limit_s": 600, "threads": 8}
+
+
+def test_runs_of_one_scale_and_layout_share_a_rule():
+    runs = [
+        make_coords(framework="pytorch", scale="1x1", strategy="single"),
+        make_coords(framework="pytorch", scale="2x4", strategy="ddp"),
+        make_coords(framework="tensorflow", scale="2x4", strategy="multi_worker_mirrored"),
+        make_coords(framework="pytorch", scale="2x4", strategy="ddp", repeat=2),
+    ]
+    shapes = jobs.shapes(runs)
+    assert [s.rule_name for s in shapes] == ["train_1x1", "train_2x4"]
+    assert shapes[jobs.JobShape("2x4", 4)] == ["ddp", "multi_worker_mirrored"]
+
+
+def test_one_task_per_rank_process_and_the_node_cpus_shared():
+    res = jobs.JobShape("2x4", 4).resources(RUN)
+    assert res["nodes"] == 2 and res["tasks"] == 8 and res["cpus_per_task"] == 2
+    assert res["mpi"] == "srun" and res["slurm_extra"] == "--ntasks-per-node=4"
+    assert res["mem_mb"] == 8000 and res["runtime"] == 15  # (600 s + 300 s margin) / 60
+    assert "gpu" not in res
+
+
+def test_a_process_per_node_gets_all_the_node_cpus_and_devices():
+    shape = jobs.JobShape("2x4", 1)
+    assert shape.rule_name == "train_2x4_p1"
+    res = shape.resources({**RUN, "device": "cuda"})
+    assert res["tasks"] == 2 and res["cpus_per_task"] == 8
+    assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=4"
+
+
+def test_single_device_cuda_asks_one_gpu_and_no_srun():
+    res = jobs.JobShape("1x1", 1).resources({**RUN, "device": "cuda"})
+    assert res["gpu"] == 1 and res["tasks"] == 1
+    assert "mpi" not in res and "slurm_extra" not in res
+
+
+def test_one_strategy_name_with_two_layouts_is_refused(monkeypatch):
+    layouts = {("tensorflow", "shared"): 1, ("pytorch", "shared"): 2}
+    monkeypatch.setattr(jobs, "processes_per_node", lambda fw, strategy, per_node: layouts[(fw, strategy)])
+    runs = [make_coords(framework=fw, scale="1x2", strategy="shared") for fw in ("tensorflow", "pytorch")]
+    with pytest.raises(ValueError, match="'shared' at scale 1x2"):
+        jobs.shapes(runs)
+
+
+def test_constraint_matches_exactly_the_values():
+    import re
+
+    pattern = jobs.constraint(["1x2", "2x2"])
+    assert re.fullmatch(pattern, "2x2") and not re.fullmatch(pattern, "12x2")
