@@ -21,10 +21,10 @@ import threading
 
 # Why the horovod strategy's cells are unavailable with the locked environments.
 UNAVAILABLE = (
-    "Horovod is not installed in the framework environment: horovod 0.28.1 (its last "
-    "release, 2023) does not build from its sdist here (its CMake hard-codes C++14 while current "
-    "PyTorch/TensorFlow headers need C++17; against the CUDA build of PyTorch it also needs the "
-    "CUDA toolkit's cudart); the code path is kept for clusters with a working Horovod"
+    "Horovod is not in the framework environment's lock: horovod 0.28.1 (its last release, "
+    "2023) did not build here with pip (CMake: no CUDA runtime for the CUDA build of torch; "
+    "C++14 against headers that need C++17; the TensorFlow build did not finish in 15 min); "
+    "the code path is kept for clusters with a working Horovod"
 )
 
 # Offset of the Gloo rendezvous port from the run's master port: above the per-rank ports

@@ -218,6 +218,78 @@ def test_two_worker_mirrored_run_reproduces_the_single_device_losses(tmp_path, s
         assert losses(log) == pytest.approx(losses(single_run)[:6], rel=1e-3, abs=1e-4)
 
 
+@pytest.mark.parametrize(
+    "strategy, cross_device_ops",
+    [
+        pytest.param("replicated_copy", "HierarchicalCopyAllReduce", marks=pytest.mark.slow),
+        ("replicated_pscpu", "ReductionToOneDevice"),
+    ],
+)
+def test_replicated_on_two_logical_cpu_devices_reproduces_the_single_device_losses(
+    tmp_path, single_run, strategy, cross_device_ops
+):
+    """MirroredStrategy: one process drives two (logical CPU) devices, one step log.
+
+    Both devices hold the same batch and the loss is divided by the global batch (2 x 4), so
+    only gradients that are really summed across the two replicas give the single-device
+    update: without the all-reduce each replica would take half a step and the losses would
+    leave the single-device trajectory from the second step on. Seen: replicated_copy
+    reproduces all 5 single-device losses; replicated_pscpu rounds differently (second loss
+    4.44092 vs 4.44126), which this short, chaotic ResNet trajectory (batch 4, 32 px) amplifies
+    from the third step on, so the first two steps are compared (a missing reduction already
+    is half a step at the first update, which shows in the second loss)."""
+    launch(tmp_path / "run", scale="1x2", strategy=strategy, steps=(1, 4))
+    assert not (tmp_path / "run/rank1.steps.jsonl").exists()
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
+    assert log.header["run"]["strategy"] == strategy
+    assert log.header["local_devices"] == 2 and log.header["world_size"] == 1
+    assert all(s["samples"] == 2 * 4 for s in log.steps)  # batch x devices
+    info = log.header["framework"]["strategy"]
+    assert info["name"] == "MirroredStrategy" and info["variant"] == strategy
+    assert info["cross_device_ops"] == cross_device_ops and info["num_replicas_in_sync"] == 2
+    assert [d.rsplit("/", 1)[1] for d in info["devices"]] == ["device:CPU:0", "device:CPU:1"]
+    assert log.header["threads"] == 2 and log.header["framework"]["intra_op_threads"] == 2
+    assert losses(log)[:2] == pytest.approx(losses(single_run)[:2], rel=1e-3, abs=1e-4)
+    assert all(math.isfinite(v) for v in losses(log))
+
+
+def test_parameter_server_coordinator_with_two_workers_reproduces_the_single_device_losses(tmp_path, single_run):
+    """ParameterServerStrategy: the launcher starts one task; it starts 2 worker servers and 1
+    parameter server and coordinates; only the coordinator writes a step log (samples = 2 x
+    batch). The gradient sums on the parameter server of two identical batches, divided by the
+    global batch, are the single-device gradient: a lost worker contribution, or workers
+    updating the variables on their own, would change the losses from the second step on."""
+    launch(tmp_path / "run", scale="1x2", strategy="parameter_server", steps=(1, 4))
+    assert sorted(p.name for p in (tmp_path / "run").glob("rank*")) == ["rank0.steps.jsonl"]
+    record = json.loads((tmp_path / "run/launch.json").read_text())
+    assert record["rank_exit_codes"] == [0] and record["step_logs"] == 1
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert log.header["run"]["strategy"] == "parameter_server" and log.header["local_devices"] == 2
+    assert all(s["samples"] == 2 * 4 for s in log.steps)
+    info = log.header["framework"]["strategy"]
+    assert info["name"] == "ParameterServerStrategy" and info["synchronous"] is True
+    assert info["workers"] == 2 and info["parameter_servers"] == 1 and info["global_batch"] == 8
+    assert info["tf_config"]["task"] == {"type": "chief", "index": 0}
+    assert losses(log) == pytest.approx(losses(single_run)[:5], rel=1e-3, abs=1e-4)
+    # the worker and PS servers ended with the run
+    ports = [a.rsplit(":", 1)[1] for job in ("worker", "ps") for a in info["tf_config"]["cluster"][job]]
+    assert not any(f"127.0.0.1:{p}" in _cmdlines() for p in ports)
+
+
+def _cmdlines() -> str:
+    """Command lines of every process (the PS servers carry their cluster in theirs)."""
+    import contextlib
+    from pathlib import Path
+
+    text = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                text.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+    return "\n".join(text)
+
+
 def test_amp_run_uses_bfloat16_on_cpu(tmp_path):
     launch(tmp_path / "run", precision="amp", steps=(0, 6))
     log = ok_log(tmp_path / "run/rank0.steps.jsonl")
