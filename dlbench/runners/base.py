@@ -53,6 +53,11 @@ class RunSpec:
     local_devices: int = 1
     compile: bool = False
     seed: int = 0
+    # Real data (coords.data == "real"): the framework's converted dataset
+    # (dlbench.data.paths.dataset_path) and the input pipeline's worker processes/threads,
+    # from the rank's CPU allocation (launcher).
+    data_dir: str = ""
+    data_workers: int = 1
     dist: Distributed = field(default_factory=Distributed)
 
     def as_dict(self) -> dict:

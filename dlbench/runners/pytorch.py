@@ -4,6 +4,13 @@
 The best-known fast path is used: channels-last memory format for CNNs, a synthetic
 batch created once on the device, `zero_grad(set_to_none=True)`, foreach optimizer,
 bf16 autocast on CPU / fp16 autocast + GradScaler on CUDA, optional `torch.compile`.
+
+Real data (`data: real`), as NVIDIA's and PyTorch's ImageNet examples feed a GPU: a
+`DataLoader` over the ImageFolder tree with `data_workers` worker processes that decode
+and augment (RandomResizedCrop, horizontal flip) into uint8 tensors, a
+`DistributedSampler` under DDP (each rank its own shard), pinned memory and non-blocking
+copies on CUDA; conversion to float, normalisation and channels-last run on the device
+inside the step. BERT reads the tokenised examples (dlbench.data.bert) from memory.
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_bas
 UNAVAILABLE: dict[str, str] = {}
 STRATEGIES = ("ddp",)
 PRECISIONS = ("fp32", "amp")
+DATA = ("synthetic", "real")
+# ImageNet's per-channel mean and standard deviation (0-255 scale), as torchvision's models expect.
+_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 
 _TORCHVISION_BUILDERS = {
     "resnet50": ("resnet50", {}),
@@ -82,35 +93,122 @@ class Runner(BaseRunner):
             model = torch.compile(model)
         self.model = model.train()
         generator = torch.Generator().manual_seed(spec.seed)
+        self.real_data = spec.coords.data == "real"
         if self.is_text:
             self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True)
-            self.inputs = {k: v.to(self.device) for k, v in _pretraining_batch(torch, spec, generator).items()}
+            if self.real_data:
+                self.batches = _forever(self._text_loader())
+            else:
+                self.inputs = {k: v.to(self.device) for k, v in _pretraining_batch(torch, spec, generator).items()}
         else:
             self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
             self.loss_fn = torch.nn.CrossEntropyLoss()
             size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
-            images = torch.randn(spec.batch, 3, size, size, generator=generator)
-            labels = torch.randint(0, IMAGE_CLASSES, (spec.batch,), generator=generator)
-            self.images = images.to(self.device).contiguous(memory_format=torch.channels_last)
-            self.labels = labels.to(self.device)
+            if self.real_data:
+                self.batches = _forever(self._image_loader(size))
+                self.mean = torch.tensor(_MEAN, device=self.device).view(1, 3, 1, 1)
+                self.std = torch.tensor(_STD, device=self.device).view(1, 3, 1, 1)
+            else:
+                images = torch.randn(spec.batch, 3, size, size, generator=generator)
+                labels = torch.randint(0, IMAGE_CLASSES, (spec.batch,), generator=generator)
+                self.images = images.to(self.device).contiguous(memory_format=torch.channels_last)
+                self.labels = labels.to(self.device)
 
         amp = spec.coords.precision == "amp"
         self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
 
-    def _loss(self):
+    # ------------------------------------------------------------- real data
+    def _sampler(self, dataset):
+        if not self.distributed:
+            return None
+        from torch.utils.data.distributed import DistributedSampler
+
+        return DistributedSampler(dataset, shuffle=True, seed=self.spec.seed, drop_last=True)
+
+    def _loader(self, dataset, workers: int):
+        from torch.utils.data import DataLoader
+
+        sampler = self._sampler(dataset)
+        if len(dataset) // max(1, self.spec.dist.world_size) < self.spec.batch:
+            raise ValueError(
+                f"{self.spec.data_dir}: {len(dataset)} examples cannot fill a batch of {self.spec.batch} "
+                f"on each of {self.spec.dist.world_size} ranks"
+            )
+        return DataLoader(
+            dataset,
+            batch_size=self.spec.batch,
+            shuffle=sampler is None,
+            sampler=sampler,
+            num_workers=workers,
+            pin_memory=self.device.type == "cuda",
+            drop_last=True,
+            persistent_workers=workers > 0,
+            prefetch_factor=4 if workers > 0 else None,
+            generator=self.torch.Generator().manual_seed(self.spec.seed),
+        )
+
+    def _image_loader(self, size: int):
+        from torchvision.transforms import v2
+
+        from dlbench.data import imagefolder
+
+        transform = v2.Compose(
+            [v2.PILToTensor(), v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()]
+        )
+        dataset = imagefolder.dataset(self.spec.data_dir, "train", transform=transform)
+        dataset.loader = _load_rgb  # names the file when a JPEG does not decode
+        return self._loader(dataset, self.spec.data_workers)
+
+    def _text_loader(self):
+        from torch.utils.data import TensorDataset
+
+        from dlbench.data import bert
+
+        arrays = bert.load_examples(self.spec.data_dir)
+        torch = self.torch
+        fields = (
+            arrays["input_ids"],
+            arrays["segment_ids"],
+            arrays["input_mask"],
+            bert.mlm_labels(arrays),
+            arrays["next_sentence_labels"].reshape(-1),
+        )
+        # Tokenised examples sit in memory: no decoding for workers to do.
+        return self._loader(TensorDataset(*(torch.from_numpy(a).long() for a in fields)), 0)
+
+    def next_batch(self):
+        if not self.real_data:
+            return None
+        batch = next(self.batches)
+        return [t.to(self.device, non_blocking=True) for t in batch]
+
+    def _loss(self, batch):
         if self.is_text:
-            return self.model(**self.inputs).loss
-        return self.loss_fn(self.model(self.images), self.labels)
+            if batch is None:
+                return self.model(**self.inputs).loss
+            input_ids, token_type_ids, attention_mask, labels, next_sentence = batch
+            return self.model(
+                input_ids=input_ids,
+                token_type_ids=token_type_ids,
+                attention_mask=attention_mask,
+                labels=labels,
+                next_sentence_label=next_sentence,
+            ).loss
+        if batch is None:
+            return self.loss_fn(self.model(self.images), self.labels)
+        images, labels = batch
+        images = images.contiguous(memory_format=self.torch.channels_last).float().sub_(self.mean).div_(self.std)
+        return self.loss_fn(self.model(images), labels)
 
     def step(self, batch=None):
         torch = self.torch
         self.optimizer.zero_grad(set_to_none=True)
         if self.autocast_dtype is not None:
             with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-                loss = self._loss()
+                loss = self._loss(batch)
         else:
-            loss = self._loss()
+            loss = self._loss(batch)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -145,6 +243,12 @@ class Runner(BaseRunner):
             "trainable_params": self.params,
             "memory_format": None if self.is_text else "channels_last",
         }
+        if getattr(self, "real_data", False):
+            info["input_pipeline"] = (
+                "DataLoader over tokenised examples in memory"
+                if self.is_text
+                else f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
+            )
         if self.device.type == "cuda":
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         return info
@@ -155,6 +259,28 @@ class Runner(BaseRunner):
 
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _forever(loader):
+    """Batches without end: a new epoch (new shuffle, new DistributedSampler order) each pass."""
+    epoch = 0
+    while True:
+        if hasattr(loader.sampler, "set_epoch"):
+            loader.sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def _load_rgb(path: str):
+    from PIL import Image
+
+    from dlbench.data import DataError
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot decode image: {exc}") from exc
 
 
 def _bert_for_pretraining():
