@@ -105,6 +105,9 @@ def rank_environment() -> Distributed | None:
             master_addr=env["DLBENCH_MASTER_ADDR"],
             master_port=int(env["DLBENCH_MASTER_PORT"]),
             node=env.get("DLBENCH_NODE", socket.gethostname()),
+            # Every node's address in node order (what srun ranks get from Slurm), for a
+            # multi-node layout started by hand, e.g. several "nodes" on one host in a test.
+            endpoints={"nodes": env["DLBENCH_NODES"].split(",")} if env.get("DLBENCH_NODES") else {},
         )
     if "SLURM_PROCID" in env and "DLBENCH_SRUN" in env:
         from dlbench import slurm

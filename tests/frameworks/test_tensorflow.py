@@ -316,3 +316,47 @@ def test_xla_compiled_step(tmp_path):
     log = ok_log(tmp_path / "run/rank0.steps.jsonl")
     assert log.header["framework"]["xla"] is True
     assert log.header["framework"]["trainable_params"] == 61_100_840
+
+
+@pytest.mark.slow
+def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, single_run):
+    """The multi-node layout of parameter_server, with two "nodes" on this host: two tasks
+    started by hand as srun would (one per node; DLBENCH_NODES lists the node addresses).
+    Task 0 coordinates and logs; task 1 serves its node's worker and parameter server and
+    exits 0 once the coordinator has finished. Two parameter servers hold the variables."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = [
+        "--framework", "tensorflow", "--model", "resnet50", "--precision", "fp32", "--data", "synthetic",
+        "--batch", "4", "--scale", "2x1", "--strategy", "parameter_server", "--repeat", "0",
+        "--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", "1", "--measured-steps", "2",
+        "--statistic", "mean", "--image-size", "32", "--threads", "1", "--time-limit", "400", "--progress-every", "0",
+    ]  # fmt: skip
+    procs = []
+    for rank in (0, 1):
+        env = dict(
+            ENV,
+            DLBENCH_RANK=str(rank),
+            DLBENCH_WORLD_SIZE="2",
+            DLBENCH_LOCAL_RANK="0",
+            DLBENCH_LOCAL_WORLD_SIZE="1",
+            DLBENCH_MASTER_ADDR="127.0.0.1",
+            DLBENCH_MASTER_PORT=str(port),
+            DLBENCH_NODES="127.0.0.1,127.0.0.1",
+        )
+        procs.append(
+            subprocess.Popen([str(PYTHON), "-m", "dlbench.launch", *args], cwd=REPO, env=env, stderr=subprocess.PIPE)
+        )
+    codes = [p.wait(timeout=600) for p in procs]
+    assert codes == [0, 0], procs[1].stderr.read()[-3000:]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["rank0.steps.jsonl"]
+    log = ok_log(run_dir / "rank0.steps.jsonl")
+    info = log.header["framework"]["strategy"]
+    assert info["workers"] == 2 and info["parameter_servers"] == 2
+    assert all(s["samples"] == 2 * 4 for s in log.steps)
+    assert losses(log) == pytest.approx(losses(single_run)[:3], rel=1e-3, abs=1e-4)
