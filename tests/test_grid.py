@@ -89,7 +89,10 @@ def test_semantic_errors_name_key_and_value(changes, message):
         grid.expand(config(**changes))
 
 
-def test_real_data_without_an_input_pipeline_is_an_unavailable_cell():
+def test_real_data_without_an_input_pipeline_is_an_unavailable_cell(monkeypatch):
+    # A runner with no real-data pipeline (PyTorch has one now: declare it away).
+    real_capabilities = grid.capabilities
+    monkeypatch.setattr(grid, "capabilities", lambda fw: {**real_capabilities(fw), "data": ("synthetic",)})
     g = grid.expand(config(data=["synthetic", "real"], scales=["1x1"], batch_per_device=[8]))
     assert {r.data for r in g.runs} == {"synthetic"}
     assert {c.data for c in g.unavailable} == {"real"}
