@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-cap-mb", type=int, default=0, help="address-space cap per rank (CPU OOM); 0 = none")
     p.add_argument("--env-lock", default=None, help="the environment's lock file (hashed into the header)")
     p.add_argument("--launcher", default="local", choices=["local", "srun"])
+    p.add_argument("--data-dir", default="", help="real data: the framework's converted dataset")
+    p.add_argument("--data-workers", type=int, default=1, help="real data: input-pipeline workers per rank")
     return p.parse_args(argv)
 
 
@@ -73,6 +75,8 @@ def spec_from(args: argparse.Namespace, dist: Distributed) -> RunSpec:
         batch = read_result(args.max_batch_file)
     else:
         batch = int(coords.batch)
+    if coords.data == "real" and not args.data_dir:
+        sys.exit("dlbench: --data real needs --data-dir (the framework's converted dataset)")
     return RunSpec(
         coords=coords,
         batch=batch,
@@ -84,6 +88,8 @@ def spec_from(args: argparse.Namespace, dist: Distributed) -> RunSpec:
         compile=args.compile,
         seed=coords.repeat,
         dist=dist,
+        data_dir=args.data_dir,
+        data_workers=max(1, args.data_workers),
     )
 
 
