@@ -167,7 +167,18 @@ def cells_table(
     if cells.empty:
         return cells
     cells["noisy"] = cells["cv"] > noisy_cv
-    return add_speedup(cells)
+    return add_real_vs_synthetic(add_speedup(cells))
+
+
+def add_real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
+    """real_vs_synthetic = a real-data cell's throughput ÷ the synthetic-data cell with the
+    same other coordinates (below 1: the input pipeline costs throughput)."""
+    keys = [f for f in CELL_FIELDS if f != "data"]
+    synthetic = cells[cells["data"] == "synthetic"][[*keys, "throughput"]].drop_duplicates(subset=keys)
+    merged = cells.merge(synthetic.rename(columns={"throughput": "synthetic_throughput"}), on=keys, how="left")
+    ratio = merged["throughput"] / merged["synthetic_throughput"]
+    merged["real_vs_synthetic"] = ratio.where(merged["data"] == "real")
+    return merged.drop(columns=["synthetic_throughput"])
 
 
 def _mean_of_ok(group: pd.DataFrame, column: str) -> float:

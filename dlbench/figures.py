@@ -142,3 +142,54 @@ def speedup_figure(cells: pd.DataFrame, path: str) -> None:
         ax.grid(alpha=0.3)
     fig.savefig(path)
     plt.close(fig)
+
+
+def data_comparison(cells: pd.DataFrame) -> pd.DataFrame:
+    """Real-data cells beside their synthetic twins: one row per pair with a number."""
+    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
+    return real.sort_values(["model", "batch", "precision", "framework", "devices", "strategy"])
+
+
+def data_figure(cells: pd.DataFrame, path: str) -> None:
+    """Synthetic vs real data per framework and scale (seed 000's comparison), each real bar
+    labelled with its ratio to synthetic and the share of step time spent waiting for data."""
+    pairs = data_comparison(cells)
+    groups = list(pairs.groupby(["model", "batch", "precision"], sort=True))
+    fig, axes = _grid(max(1, len(groups)))
+    for ax, ((model, batch, precision), group) in zip(axes, groups, strict=False):
+        labels = []
+        for j, (_, real) in enumerate(group.iterrows()):
+            synthetic = real["throughput"] / real["real_vs_synthetic"]
+            ax.bar(
+                j - 0.2,
+                synthetic,
+                0.4,
+                color=colour(real["framework"]),
+                alpha=0.45,
+                label="synthetic" if j == 0 else None,
+            )
+            ax.bar(j + 0.2, real["throughput"], 0.4, color=colour(real["framework"]), label="real" if j == 0 else None)
+            wait = real.get("data_wait_fraction")
+            note = f"×{real['real_vs_synthetic']:.2f}"
+            if wait == wait and wait is not None:
+                note += f"\nwait {wait:.0%}"
+            ax.annotate(
+                note, (j + 0.2, real["throughput"]), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8
+            )
+            labels.append(f"{real['framework']}\n{scale_text(real['scale'], real['strategy'])}")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel(f"throughput ({sample_unit(model)}/s)")
+        ax.set_title(f"{CATALOGUE[model]['title']} — batch {batch}/device, {precision}: synthetic vs real data")
+        ax.legend(fontsize=8, title="light: synthetic, dark: real", title_fontsize=8)
+        ax.margins(y=0.2)
+        ax.grid(axis="y", alpha=0.3)
+    if not groups:
+        axes[0].text(0.5, 0.5, "no real-data cell with a synthetic twin in this grid", ha="center", va="center")
+        axes[0].set_axis_off()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def scale_text(scale: str, strategy: str) -> str:
+    return scale if strategy == "single" else f"{scale} {strategy}"

@@ -447,6 +447,7 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
             speedup_png = workdir / f"{model}-speedup.png"
             figs.speedup_figure(mine, str(speedup_png))
             speedup = embed_png(speedup_png)
+        data_rows, data_figure = data_comparison(mine, workdir / f"{model}-data.png")
         params: dict[str, list[str]] = {}  # "25.6 M" → frameworks
         if not runs.empty and "trainable_params" in runs:
             for fw, g in runs[(runs["model"] == model) & runs["trainable_params"].map(_finite)].groupby("framework"):
@@ -462,10 +463,36 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
                 "tables": [t for t in all_tables if t["key"][0] == model],
                 "throughput_figure": throughput,
                 "speedup_figure": speedup,
+                "data_rows": data_rows,
+                "data_figure": data_figure,
                 "scales": _sorted_scales(mine["scale"]),
             }
         )
     return sections
+
+
+def data_comparison(cells: pd.DataFrame, png: Path) -> tuple[list[dict], str | None]:
+    """Rows and figure of real-data cells beside their synthetic twins (none: no such pair)."""
+    if "real_vs_synthetic" not in cells:
+        return [], None
+    pairs = figs.data_comparison(cells)
+    if pairs.empty:
+        return [], None
+    rows = [
+        {
+            "framework": c["framework"],
+            "scale": figs.scale_text(c["scale"], c["strategy"]),
+            "batch": c["batch"],
+            "precision": c["precision"],
+            "synthetic": f"{c['throughput'] / c['real_vs_synthetic']:.1f}",
+            "real": f"{c['throughput']:.1f}",
+            "ratio": f"{c['real_vs_synthetic']:.2f}",
+            "wait": f"{c['data_wait_fraction']:.1%}" if _finite(c.get("data_wait_fraction")) else "—",
+        }
+        for _, c in pairs.iterrows()
+    ]
+    figs.data_figure(cells, str(png))
+    return rows, embed_png(png)
 
 
 def published_vs_measured(

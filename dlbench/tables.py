@@ -87,6 +87,26 @@ def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
+def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
+    """Each real-data cell with a number beside its synthetic twin: ratio and data-wait share."""
+    if "real_vs_synthetic" not in cells:
+        return pd.DataFrame()
+    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
+    return pd.DataFrame(
+        {
+            "model": real["model"],
+            "framework": real["framework"],
+            "scale": [scale_label(s, st) for s, st in zip(real["scale"], real["strategy"], strict=True)],
+            "batch": real["batch"],
+            "precision": real["precision"],
+            "synthetic": (real["throughput"] / real["real_vs_synthetic"]).round(1),
+            "real": real["throughput"].round(1),
+            "real / synthetic": real["real_vs_synthetic"].round(3),
+            "data wait": real["data_wait_fraction"].map(lambda w: f"{w:.1%}" if w == w else ""),
+        }
+    )
+
+
 def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     lines = [
         "# dlbench results",
@@ -99,6 +119,9 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     ]
     for title, table in pivot(cells):
         lines += [f"## {title}", "", table.to_markdown(), ""]
+    data = real_vs_synthetic(cells)
+    if not data.empty:
+        lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
     failed = cells[cells["status"] != "ok"]
     if not failed.empty:
         lines += ["## Cells without a full set of numbers", ""]

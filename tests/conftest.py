@@ -26,8 +26,11 @@ def make_coords(**overrides) -> RunCoords:
     return RunCoords(**values)
 
 
-def write_run(root: Path, coords: RunCoords, step_seconds, warmup=2, status="ok", error=None, batch=8, rank=None):
-    """Write rank logs for `coords` under root with the given per-step durations (one list per rank)."""
+def write_run(
+    root: Path, coords: RunCoords, step_seconds, warmup=2, status="ok", error=None, batch=8, rank=None, data_wait=None
+):
+    """Write rank logs for `coords` under root with the given per-step durations (one list per rank);
+    `data_wait`: the seconds of each step spent waiting for input (default: none recorded)."""
     per_rank = step_seconds if isinstance(step_seconds[0], (list, tuple)) else [step_seconds]
     ranks = range(len(per_rank)) if rank is None else [rank]
     for r, durations in zip(ranks, per_rank, strict=False):
@@ -52,6 +55,7 @@ def write_run(root: Path, coords: RunCoords, step_seconds, warmup=2, status="ok"
                     "t_end": t + d,
                     "samples": batch,
                     "loss": 1.0 / (i + 1),
+                    **({"data_wait": data_wait * d} if data_wait is not None else {}),
                 }
             )
             t += d

@@ -93,3 +93,16 @@ def test_unavailable_cells_are_kept(tmp_path):
     na = cells[cells["model"] == "bert_base"].iloc[0]
     assert na["status"] == "unavailable" and na["reason"] == "not built"
     assert isinstance(cells, pd.DataFrame)
+
+
+def test_real_data_cells_carry_their_ratio_to_synthetic_and_the_data_wait(tmp_path):
+    synthetic = make_coords(data="synthetic")
+    real = make_coords(data="real")
+    write_run(tmp_path, synthetic, [1.0, 0.5, 0.5], warmup=1)  # 16 samples/s
+    write_run(tmp_path, real, [1.0, 2.0, 2.0], warmup=1, data_wait=0.75)  # 4 samples/s, 3/4 waiting
+    cells = cells_table(runs_table([synthetic, real], tmp_path), "mean")
+    by_data = cells.set_index("data")
+    assert by_data.loc["real", "real_vs_synthetic"] == pytest.approx(0.25)
+    assert by_data.loc["real", "data_wait_fraction"] == pytest.approx(0.75)
+    assert math.isnan(by_data.loc["synthetic", "real_vs_synthetic"])
+

@@ -183,7 +183,7 @@ class Runner(BaseRunner):
         batch = next(self.batches)
         return [t.to(self.device, non_blocking=True) for t in batch]
 
-    def _loss(self, batch):
+    def _loss(self, batch=None):
         if self.is_text:
             if batch is None:
                 return self.model(**self.inputs).loss

@@ -54,6 +54,11 @@ rule figures:
             caption="../report/speedup.rst",
             category="Figures",
         ),
+        data=report(
+            "results/figures/real_vs_synthetic.png",
+            caption="../report/real_vs_synthetic.rst",
+            category="Figures",
+        ),
     log:
         "logs/figures.log",
     conda:

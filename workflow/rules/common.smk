@@ -9,10 +9,13 @@ sys.path.insert(0, workflow.basedir)
 
 from dlbench import config as dlbench_config  # noqa: E402
 from dlbench import grid as dlbench_grid  # noqa: E402
-from dlbench.runners import framework_names  # noqa: E402
+from dlbench.data import paths as data_paths  # noqa: E402
+from dlbench.models import CATALOGUE  # noqa: E402
+from dlbench.runners import framework_names, processes_per_node  # noqa: E402
 from dlbench.coords import (  # noqa: E402
     RUN_DIR_TEMPLATE,
     RUN_FIELDS,
+    Scale,
     RUN_RECORD_TEMPLATE,
     WILDCARD_CONSTRAINTS,
 )
@@ -94,7 +97,25 @@ def launch_arguments(wildcards):
     if run["compile"]:
         args.append("--compile")
     args += [f"--max-batch-file {path}" for path in max_batch_result(wildcards)]
+    if wildcards.data == "real":
+        args.append(f"--data-dir {real_data_dir(wildcards)}")
+        args.append(f"--data-workers {data_workers(wildcards)}")
     return " ".join(args)
+
+
+def data_workers(wildcards):
+    """Input-pipeline workers per rank: config, else the rank's share of the run's CPUs."""
+    if config["run"]["data_workers"]:
+        return config["run"]["data_workers"]
+    per_node = Scale.parse(wildcards.scale).devices_per_node
+    processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
+    return max(1, config["run"]["threads"] // processes)
+
+
+def real_data_dir(wildcards):
+    """The framework's converted dataset a real-data run reads (data.smk builds it)."""
+    kind = CATALOGUE[wildcards.model]["kind"]
+    return data_paths.dataset_path(wildcards.framework, kind, config)
 
 
 def max_batch_result(wildcards):
@@ -123,7 +144,12 @@ def train_inputs(wildcards):
         if USE_APPTAINER
         else [ancient(framework_env(wildcards))]
     )
-    return [*software, *max_batch_result(wildcards)]
+    data = (
+        data_paths.train_data_inputs(wildcards.framework, wildcards.model, config)
+        if wildcards.data == "real"
+        else []
+    )
+    return [*software, *max_batch_result(wildcards), *data]
 
 
 # Training jobs: one rule per job shape (train.smk), each with static Slurm resources.
