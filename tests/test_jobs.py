@@ -36,6 +36,12 @@ def test_a_process_per_node_gets_all_the_node_cpus_and_devices():
     assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=4"
 
 
+def test_one_task_driving_several_devices_runs_its_own_srun():
+    res = jobs.JobShape("1x2", 1).resources({**RUN, "device": "cuda"})
+    assert res["tasks"] == 1 and res["mpi"] == "srun"
+    assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=2"
+
+
 def test_single_device_cuda_asks_one_gpu_and_no_srun():
     res = jobs.JobShape("1x1", 1).resources({**RUN, "device": "cuda"})
     assert res["gpu"] == 1 and res["tasks"] == 1
