@@ -94,7 +94,7 @@ def test_why_a_strategy_cannot_run():
         assert "one node" in strategy_unavailable(fw, s, "2x2", "cuda")
     assert strategy_unavailable("tensorflow", "parameter_server", "2x2", "cpu") is None
     assert strategy_unavailable("tensorflow", "multi_worker_mirrored", "4x4", "cpu") is None
-    for fw in ("tensorflow", "mxnet"):
+    for fw in ("tensorflow", "mxnet", "pytorch"):
         assert "Horovod" in strategy_unavailable(fw, "horovod", "1x2", "cuda")
 
 

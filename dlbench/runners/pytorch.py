@@ -23,9 +23,19 @@ from dlbench.runners.base import Runner as BaseRunner
 FRAMEWORK = "pytorch"
 MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
 UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = ("ddp",)
+STRATEGIES = ("ddp", "horovod")
 PRECISIONS = ("fp32", "amp")
 DATA = ("synthetic", "real")
+
+
+def _horovod_unavailable() -> str:
+    from dlbench.runners._horovod import UNAVAILABLE
+
+    return UNAVAILABLE
+
+
+# Horovod does not build against the locked torch (README, Strategies): its cells say why.
+UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
 # ImageNet's per-channel mean and standard deviation (0-255 scale), as torchvision's models expect.
 _MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 _STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -65,8 +75,11 @@ class Runner(BaseRunner):
         else:
             self.device = torch.device("cpu")
 
-        self.distributed = spec.dist.world_size > 1
-        if self.distributed:
+        self.horovod = spec.coords.strategy == "horovod"
+        self.distributed = spec.dist.world_size > 1 and not self.horovod
+        if self.horovod:
+            self._init_horovod()
+        elif self.distributed:
             import torch.distributed as dist
 
             os.environ.setdefault("MASTER_ADDR", spec.dist.master_addr)
@@ -95,13 +108,15 @@ class Runner(BaseRunner):
         generator = torch.Generator().manual_seed(spec.seed)
         self.real_data = spec.coords.data == "real"
         if self.is_text:
-            self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True)
+            self.optimizer = self._distributed_optimizer(torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True))
             if self.real_data:
                 self.batches = _forever(self._text_loader())
             else:
                 self.inputs = {k: v.to(self.device) for k, v in _pretraining_batch(torch, spec, generator).items()}
         else:
-            self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+            self.optimizer = self._distributed_optimizer(
+                torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+            )
             self.loss_fn = torch.nn.CrossEntropyLoss()
             size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
             if self.real_data:
@@ -118,13 +133,38 @@ class Runner(BaseRunner):
         self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
 
+    # --------------------------------------------------------------- horovod
+    def _init_horovod(self) -> None:
+        """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod)."""
+        from dlbench.runners import _horovod
+
+        try:
+            import horovod.torch as hvd
+        except ImportError as exc:
+            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
+        self._rendezvous = _horovod.prepare(self.spec.dist)
+        hvd.init()
+        self.hvd = hvd
+
+    def _distributed_optimizer(self, optimizer):
+        """Horovod: all-reduce gradients in the optimizer; every rank starts from rank 0's state."""
+        if not self.horovod:
+            return optimizer
+        hvd = self.hvd
+        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        return hvd.DistributedOptimizer(optimizer, named_parameters=self.model.named_parameters())
+
     # ------------------------------------------------------------- real data
     def _sampler(self, dataset):
-        if not self.distributed:
+        if self.spec.dist.world_size == 1:
             return None
         from torch.utils.data.distributed import DistributedSampler
 
-        return DistributedSampler(dataset, shuffle=True, seed=self.spec.seed, drop_last=True)
+        dist = self.spec.dist
+        return DistributedSampler(
+            dataset, num_replicas=dist.world_size, rank=dist.rank, shuffle=True, seed=self.spec.seed, drop_last=True
+        )
 
     def _loader(self, dataset, workers: int):
         from torch.utils.data import DataLoader
@@ -254,6 +294,10 @@ class Runner(BaseRunner):
         return info
 
     def close(self) -> None:
+        if getattr(self, "horovod", False) and hasattr(self, "hvd"):
+            self.hvd.shutdown()
+            if getattr(self, "_rendezvous", None) is not None:
+                self._rendezvous.stop()
         if getattr(self, "distributed", False):
             import torch.distributed as dist
 
