@@ -21,10 +21,12 @@ TINY = {
         "data": ["synthetic", "real"],
         "batch_per_device": [2],
         "scales": ["1x1", "1x2"],
-        "strategies": {"pytorch": ["ddp"]},
+        # Horovod does not build here: its cells stay in the tables as N/A with the reason.
+        "strategies": {"pytorch": ["ddp", "horovod"]},
     },
     "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 2},
     "run": {"image_size": 32, "threads": 2, "progress_every": 1},
+    "data": {"images": {"count": 32, "classes": 4, "image_size": 40, "shards": 2}},
 }
 
 
@@ -63,6 +65,7 @@ def test_report_tables_and_figures_exist(finished):
         "results/tables/cells.md",
         "results/figures/throughput.png",
         "results/figures/speedup.png",
+        "results/figures/real_vs_synthetic.png",
     ]:
         assert (finished / path).stat().st_size > 0, path
     html = (finished / "results/report/index.html").read_text()
@@ -71,15 +74,31 @@ def test_report_tables_and_figures_exist(finished):
 
 def test_cells_have_numbers_speedup_and_the_unavailable_cell(finished):
     cells = pd.read_csv(finished / "results/tables/cells.csv", dtype={"batch": str})
-    resnet = cells[cells["data"] == "synthetic"].set_index("scale")
-    assert (resnet["status"] == "ok").all()
-    assert (resnet["n"] == 2).all() and (resnet["throughput"] > 0).all()
-    assert resnet.loc["1x1", "speedup"] == pytest.approx(1.0)
-    assert resnet.loc["1x2", "efficiency"] == pytest.approx(resnet.loc["1x2", "speedup"] / 2)
-    real = cells[cells["data"] == "real"]  # no real-data input pipeline yet: kept as N/A cells
-    assert len(real) == 2 and set(real["status"]) == {"unavailable"}
+    horovod = cells[cells["strategy"] == "horovod"]
+    assert len(horovod) == 2 and set(horovod["status"]) == {"unavailable"}
+    assert horovod["reason"].str.contains("Horovod").all()
+    for data in ("synthetic", "real"):
+        resnet = cells[(cells["data"] == data) & (cells["strategy"] != "horovod")].set_index("scale")
+        assert (resnet["status"] == "ok").all(), resnet["reason"]
+        assert (resnet["n"] == 2).all() and (resnet["throughput"] > 0).all()
+        assert resnet.loc["1x1", "speedup"] == pytest.approx(1.0)
+        assert resnet.loc["1x2", "efficiency"] == pytest.approx(resnet.loc["1x2", "speedup"] / 2)
     runs = pd.read_csv(finished / "results/tables/runs.csv")
-    assert len(runs) == 2 * 2
+    assert len(runs) == 2 * 2 * 2
+
+
+def test_real_data_cells_compare_with_synthetic_and_show_the_data_wait(finished):
+    cells = pd.read_csv(finished / "results/tables/cells.csv", dtype={"batch": str})
+    real = cells[(cells["data"] == "real") & (cells["status"] == "ok")]
+    assert len(real) == 2
+    assert (real["real_vs_synthetic"] > 0).all()
+    assert ((real["data_wait_fraction"] >= 0) & (real["data_wait_fraction"] < 1)).all()
+    log = next((finished / "results/runs/pytorch/resnet50/fp32/real").rglob("rank1.steps.jsonl"))
+    steps = [line for line in log.read_text().splitlines() if '"type":"step"' in line.replace(" ", "")]
+    assert steps and all('"data_wait"' in line for line in steps)
+    html = (finished / "results/report/index.html").read_text()
+    assert "Synthetic vs real data" in html and "real ÷ synthetic" in html
+    assert "Synthetic vs real data" in (finished / "results/tables/cells.md").read_text()
 
 
 def test_second_invocation_is_a_no_op(finished):
