@@ -9,7 +9,7 @@ from dlbench.steplog import read_steplog
 from tests.conftest import REPO, framework_python
 
 PYTHON = framework_python("pytorch")
-pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the pytorch environment is not built")
+needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the pytorch environment is not built")
 
 
 def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6)):
@@ -64,6 +64,7 @@ def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", ba
     )
 
 
+@needs_env
 def test_single_device_run_writes_valid_log_with_provenance(tmp_path):
     result = launch(tmp_path / "run")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -76,6 +77,7 @@ def test_single_device_run_writes_valid_log_with_provenance(tmp_path):
     assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
 
 
+@needs_env
 def test_loss_decreases_on_a_fixed_batch(tmp_path):
     result = launch(tmp_path / "run", steps=(0, 30), batch=4)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -83,6 +85,7 @@ def test_loss_decreases_on_a_fixed_batch(tmp_path):
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
 
 
+@needs_env
 def test_ddp_two_processes_each_write_a_log(tmp_path):
     result = launch(tmp_path / "run", scale="1x2", strategy="ddp")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -92,6 +95,7 @@ def test_ddp_two_processes_each_write_a_log(tmp_path):
     assert logs[0].header["threads"] == 1  # 2 threads split over 2 local ranks
 
 
+@needs_env
 def test_existing_raw_logs_are_never_overwritten(tmp_path):
     assert launch(tmp_path / "run").returncode == 0
     before = (tmp_path / "run/rank0.steps.jsonl").read_bytes()
@@ -101,6 +105,7 @@ def test_existing_raw_logs_are_never_overwritten(tmp_path):
     assert (tmp_path / "run/rank0.steps.jsonl").read_bytes() == before
 
 
+@needs_env
 def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
     result = launch(tmp_path / "run", "--memory-cap-mb", "600", batch=64, steps=(1, 1))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -110,6 +115,7 @@ def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
 
 
 @pytest.mark.slow
+@needs_env
 def test_batch_max_search_finds_the_edge(tmp_path):
     from dlbench import batch_search
 
@@ -122,3 +128,19 @@ def test_batch_max_search_finds_the_edge(tmp_path):
     assert statuses[best] == "ok"
     # the search's own probes show best+1 ran out of memory (or a smaller failing bound did)
     assert statuses.get(best + 1) == "oom" or probe(best + 1) == "oom"
+
+
+def test_dali_only_on_cuda_when_installed_and_not_switched_off(monkeypatch):
+    """DALI cannot run here (no GPU, no wheel); which pipeline a run chooses is tested."""
+    import importlib.util
+
+    from dlbench.runners import pytorch
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "nvidia.dali" else None)
+    assert pytorch.use_dali("cuda") is True
+    assert pytorch.use_dali("cpu") is False
+    monkeypatch.setenv("DLBENCH_DALI", "0")
+    assert pytorch.use_dali("cuda") is False
+    monkeypatch.delenv("DLBENCH_DALI")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert pytorch.use_dali("cuda") is False

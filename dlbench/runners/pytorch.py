@@ -107,6 +107,7 @@ class Runner(BaseRunner):
         self.model = model.train()
         generator = torch.Generator().manual_seed(spec.seed)
         self.real_data = spec.coords.data == "real"
+        self.dali = False
         if self.is_text:
             self.optimizer = self._distributed_optimizer(torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True))
             if self.real_data:
@@ -120,7 +121,8 @@ class Runner(BaseRunner):
             self.loss_fn = torch.nn.CrossEntropyLoss()
             size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
             if self.real_data:
-                self.batches = _forever(self._image_loader(size))
+                self.dali = use_dali(spec.device)
+                self.batches = self._dali_loader(size) if self.dali else _forever(self._image_loader(size))
                 self.mean = torch.tensor(_MEAN, device=self.device).view(1, 3, 1, 1)
                 self.std = torch.tensor(_STD, device=self.device).view(1, 3, 1, 1)
             else:
@@ -200,6 +202,45 @@ class Runner(BaseRunner):
         dataset.loader = _load_rgb  # names the file when a JPEG does not decode
         return self._loader(dataset, self.spec.data_workers)
 
+    def _dali_loader(self, size: int):
+        """NVIDIA DALI on a GPU (seed 002's default): the reader shards the ImageFolder tree by
+        rank, nvJPEG decodes with a random crop ("mixed": on the GPU), then resize, flip and
+        normalise on the GPU. Labels: sorted class directories, as ImageFolder's."""
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        from dlbench.data import imagefolder
+
+        spec, dist = self.spec, self.spec.dist
+
+        @pipeline_def(batch_size=spec.batch, num_threads=spec.data_workers, device_id=dist.local_rank, seed=spec.seed)
+        def images():
+            jpegs, labels = fn.readers.file(
+                file_root=imagefolder.split_root(spec.data_dir, "train"),
+                random_shuffle=True,
+                shard_id=dist.rank,
+                num_shards=dist.world_size,
+                name="reader",
+            )
+            decoded = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+            resized = fn.resize(decoded, resize_x=size, resize_y=size)
+            normalised = fn.crop_mirror_normalize(
+                resized,
+                dtype=types.FLOAT,
+                output_layout="CHW",
+                mean=list(_MEAN),
+                std=list(_STD),
+                mirror=fn.random.coin_flip(probability=0.5),
+            )
+            return normalised, labels.gpu()
+
+        pipe = images()
+        pipe.build()
+        loader = DALIGenericIterator(
+            pipe, ["images", "labels"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True
+        )
+        return _dali_batches(loader)
+
     def _text_loader(self):
         from torch.utils.data import TensorDataset
 
@@ -238,7 +279,9 @@ class Runner(BaseRunner):
         if batch is None:
             return self.loss_fn(self.model(self.images), self.labels)
         images, labels = batch
-        images = images.contiguous(memory_format=self.torch.channels_last).float().sub_(self.mean).div_(self.std)
+        images = images.contiguous(memory_format=self.torch.channels_last)
+        if not self.dali:  # DALI batches arrive normalised
+            images = images.float().sub_(self.mean).div_(self.std)
         return self.loss_fn(self.model(images), labels)
 
     def step(self, batch=None):
@@ -284,11 +327,16 @@ class Runner(BaseRunner):
             "memory_format": None if self.is_text else "channels_last",
         }
         if getattr(self, "real_data", False):
-            info["input_pipeline"] = (
-                "DataLoader over tokenised examples in memory"
-                if self.is_text
-                else f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
-            )
+            if self.is_text:
+                info["input_pipeline"] = "DataLoader over tokenised examples in memory"
+            elif self.dali:
+                info["input_pipeline"] = (
+                    f"NVIDIA DALI (nvJPEG mixed decode, random crop, flip; {self.spec.data_workers} threads)"
+                )
+            else:
+                info["input_pipeline"] = (
+                    f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
+                )
         if self.device.type == "cuda":
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         return info
@@ -303,6 +351,21 @@ class Runner(BaseRunner):
 
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def use_dali(device: str) -> bool:
+    """Real images through NVIDIA DALI when it is installed and the run is on CUDA (as seed 002
+    did), unless DLBENCH_DALI=0; the header's input_pipeline says which ran."""
+    if device != "cuda" or os.environ.get("DLBENCH_DALI", "1") == "0":
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("nvidia.dali") is not None
+
+
+def _dali_batches(loader):
+    for (batch,) in loader:  # one dict per pipeline (one pipeline per rank)
+        yield batch["images"], batch["labels"].squeeze(-1).long()
 
 
 def _forever(loader):
