@@ -6,6 +6,13 @@ forward, loss, gradients and the optimizer update (SGD momentum 0.9; Adam for BE
 XLA (`jit_compile`) only when the run asks for compilation, Keras mixed-precision
 policies for AMP ("mixed_bfloat16" on CPU, "mixed_float16" + loss scaling on GPU).
 
+Real data (`data: real`): a tf.data pipeline as TensorFlow's official ResNet model and
+tf_cnn_benchmarks read ImageNet TFRecords (see `image_dataset`: shuffled shards, parallel
+interleave, shuffle buffer, parallel decode-and-crop + flip + resize, batch, prefetch; the
+thread counts from --data-workers), BERT from the tokenised examples in memory. The batch
+comes from next_batch() (timed apart as data_wait) and the tf.function step takes it as its
+argument with a fixed signature; uint8 images become normalised floats inside the step.
+
 Models:
   resnet50, resnet152, vgg16, inception_v3: `keras.applications` with weights=None,
     classes=1000, the run's image size, logits out (softmax is in the loss). Keras ResNets
@@ -29,6 +36,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -49,6 +57,7 @@ STRATEGIES = (
     "horovod",
 )
 PRECISIONS = ("fp32", "amp")
+DATA = ("synthetic", "real")
 # MirroredStrategy: one process drives all devices of its node (and only one node).
 PROCESS_PER_NODE_STRATEGIES = ("replicated_nccl", "replicated_copy", "replicated_pscpu")
 SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
@@ -121,6 +130,186 @@ BERT_BASE = {
 SGD_LR = 0.01
 SGD_MOMENTUM = 0.9
 ADAM_LR = 1e-4
+
+
+# -- real data (data: real) ------------------------------------------------------------------
+# The ImageNet input pipeline of TensorFlow's official ResNet model (tensorflow/models,
+# official/.../imagenet_preprocessing.py) and tf_cnn_benchmarks, on the TFRecord shards of
+# dlbench.data.tfrecord. Counts of threads come from the launcher's --data-workers (the
+# rank's CPU share) instead of AUTOTUNE, so that the pipeline's CPU use is bounded and
+# recorded: a private tf.data thread pool of that many threads runs the parallel
+# interleave and map (TF's shared pool would otherwise use every core of the machine),
+# each op inside tf.data single-threaded (max_intra_op_parallelism 1, as both do).
+SHUFFLE_BUFFER = 10_000  # records (official ResNet and tf_cnn_benchmarks: 10,000)
+INTERLEAVE_CYCLE = 10  # shards read at once (official ResNet: cycle_length 10)
+TFRECORD_BUFFER = 8 << 20  # TFRecordDataset read buffer (official ResNet: 8 MB)
+# ImageNet's per-channel mean and standard deviation (0-255), as the PyTorch runner uses.
+IMAGE_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+IMAGE_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+CORRUPT_SCAN_S = 60  # after a decode error: how long to look for the record that caused it
+
+
+def _data_options(tf, threads: int):
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = threads
+    options.threading.max_intra_op_parallelism = 1
+    options.deterministic = False
+    return options
+
+
+def _parse_and_augment(tf, serialized, size: int):
+    """One training example: parse, random crop while decoding, flip, resize; uint8 out.
+
+    As the official ResNet pipeline: `sample_distorted_bounding_box` over the record's
+    boxes (the whole image when it has none: min_object_covered 0.1, aspect ratio
+    [3/4, 4/3], area [5 %, 100 %], 100 attempts), `decode_and_crop_jpeg` decodes only
+    the crop window, random left-right flip, bilinear resize to `size`. The pixels stay
+    uint8 (rounded) for the trip to the device; the step converts and normalises.
+    """
+    from dlbench.data.tfrecord import BBOX_KEYS, LABEL_OFFSET
+
+    spec = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        **{f"image/object/bbox/{key}": tf.io.VarLenFeature(tf.float32) for key in BBOX_KEYS},
+    }
+    features = tf.io.parse_single_example(serialized, spec)
+    box = [features[f"image/object/bbox/{key}"].values for key in ("ymin", "xmin", "ymax", "xmax")]
+    boxes = tf.stack(box, axis=1)[tf.newaxis]  # [1, boxes, 4]
+    encoded = features["image/encoded"]
+    begin, crop, _ = tf.image.sample_distorted_bounding_box(
+        tf.image.extract_jpeg_shape(encoded),
+        bounding_boxes=boxes,
+        min_object_covered=0.1,
+        aspect_ratio_range=[0.75, 1.33],
+        area_range=[0.05, 1.0],
+        max_attempts=100,
+        use_image_if_no_bounding_boxes=True,
+    )
+    window = tf.stack([begin[0], begin[1], crop[0], crop[1]])
+    image = tf.image.decode_and_crop_jpeg(encoded, window, channels=3)
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.resize(image, [size, size], method="bilinear")
+    image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
+    label = tf.cast(features["image/class/label"], tf.int32) - LABEL_OFFSET
+    return {"images": image, "labels": label}
+
+
+def image_dataset(tf, shards, *, batch: int, size: int, threads: int, seed, pipelines: int = 1, index: int = 0):
+    """The training images of one input pipeline: batches of {"images": uint8 NHWC, "labels"}.
+
+    list shards (shuffled) → this pipeline's shards (whole files when there are at least as
+    many as pipelines, else every pipelines-th record) → parallel interleave of the
+    TFRecord readers → shuffle buffer → repeat → parallel parse/decode/augment → batch
+    (drop remainder) → prefetch (autotuned). `seed` None: a fresh order per pipeline.
+    """
+    shards = list(shards)
+    files = tf.data.Dataset.from_tensor_slices(shards).shuffle(len(shards), seed=seed)
+    by_file = pipelines > 1 and len(shards) >= pipelines
+    if by_file:
+        files = files.shard(pipelines, index)
+    cycle = max(1, min(INTERLEAVE_CYCLE, -(-len(shards) // pipelines) if by_file else len(shards)))
+    records = files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, buffer_size=TFRECORD_BUFFER),
+        cycle_length=cycle,
+        num_parallel_calls=min(threads, cycle),  # tf.data: at most cycle_length
+        deterministic=False,
+    )
+    if pipelines > 1 and not by_file:
+        records = records.shard(pipelines, index)
+    dataset = (
+        records.shuffle(SHUFFLE_BUFFER, seed=seed)
+        .repeat()
+        .map(lambda s: _parse_and_augment(tf, s, size), num_parallel_calls=threads, deterministic=False)
+        .batch(batch, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return dataset.with_options(_data_options(tf, threads))
+
+
+def image_pipeline_text(shards: int, threads: int, batch: int, size: int, sharding: str, pipelines: int = 1) -> str:
+    cycle = max(1, min(INTERLEAVE_CYCLE, -(-shards // pipelines) if shards >= pipelines else shards))
+    return (
+        f"tf.data TFRecord ({shards} shards, {sharding}): interleave cycle {cycle} x {min(threads, cycle)} threads, "
+        f"shuffle {SHUFFLE_BUFFER}, repeat, map {threads} threads (sample_distorted_bounding_box + "
+        f"decode_and_crop_jpeg + flip + resize {size}, uint8), batch {batch}, prefetch AUTOTUNE; "
+        f"private threadpool {threads}; float + normalise in the step"
+    )
+
+
+# Examples (dlbench.data.bert, create_pretraining_data.py's fields) → the model's inputs.
+BERT_FIELDS = {
+    "input_ids": "input_ids",
+    "token_type_ids": "segment_ids",
+    "input_mask": "input_mask",
+    "masked_positions": "masked_lm_positions",
+    "masked_ids": "masked_lm_ids",
+    "masked_weights": "masked_lm_weights",
+    "nsp_labels": "next_sentence_labels",
+}
+
+
+def bert_dataset(tf, arrays: dict, *, batch: int, threads: int, seed, pipelines: int = 1, index: int = 0):
+    """Pre-training batches from the examples in memory: (shard) → shuffle → repeat → batch → prefetch."""
+    dataset = tf.data.Dataset.from_tensor_slices({key: arrays[field] for key, field in BERT_FIELDS.items()})
+    if pipelines > 1:
+        dataset = dataset.shard(pipelines, index)
+    count = len(arrays["input_ids"]) // pipelines
+    dataset = dataset.shuffle(count, seed=seed).repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return dataset.with_options(_data_options(tf, threads))
+
+
+def _error_reason(error) -> str:
+    """The first line of a TensorFlow error, without its op/function decorations."""
+    text = (getattr(error, "message", None) or str(error) or type(error).__name__).strip().splitlines()[0]
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[\[\{\{node [^}]*\}\}\]\]|\s*\[Op:\w+\]( name: \S*)?", "", text)
+    return text.strip() or type(error).__name__
+
+
+def find_corrupt_record(tf, shards, budget_s: float = CORRUPT_SCAN_S) -> str | None:
+    """After a decode error: '<shard>: record <i> (<image/filename>): <reason>' of the first
+    record of `shards` whose JPEG does not decode (or that cannot be read), or None when none
+    is found within `budget_s` seconds (tf.data's errors name the op, not the record)."""
+    deadline = time.monotonic() + budget_s
+    spec = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/filename": tf.io.FixedLenFeature([], tf.string),
+    }
+
+    def decoded(i, serialized):
+        image = tf.io.decode_jpeg(tf.io.parse_single_example(serialized, spec)["image/encoded"], channels=3)
+        return i, tf.shape(image)
+
+    for shard in shards:
+        try:
+            total = int(tf.data.TFRecordDataset(shard).reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+        except tf.errors.OpError as error:
+            return f"{shard}: cannot be read as TFRecords ({_error_reason(error)})"
+        checked = (
+            tf.data.TFRecordDataset(shard)
+            .enumerate()
+            .map(decoded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .ignore_errors()
+        )
+        expected = 0  # records come back in order; a record whose decode failed is missing
+        for i, _ in checked.as_numpy_iterator():
+            if i != expected:
+                break
+            expected += 1
+            if time.monotonic() > deadline:
+                return None
+        if expected >= total:
+            continue
+        # Record `expected` was dropped: read it alone to name it and say why.
+        record = next(iter(tf.data.TFRecordDataset(shard).skip(expected).take(1)))
+        features = tf.io.parse_single_example(record, spec)
+        where = f"{shard}: record {expected} ({features['image/filename'].numpy().decode(errors='replace')})"
+        try:
+            tf.io.decode_jpeg(features["image/encoded"], channels=3)
+        except tf.errors.OpError as error:
+            return f"{where}: corrupt image (tf.io.decode_jpeg: {_error_reason(error)})"
+        return f"{where}: corrupt image"
+    return None
 
 
 def tf_config(dist) -> dict:
@@ -480,20 +669,12 @@ class Runner(BaseRunner):
             for variables in (self.model.variables, self.optimizer.variables):
                 self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
 
-        with tf.device(self.device):
-            batch = self._synthetic_batch()
-        if self.kind == "replicated":
-            # The same batch on every device, copied there once.
-            self.inputs = self.strategy.experimental_distribute_values_from_function(
-                lambda ctx: tf.nest.map_structure(tf.identity, batch)
-            )
-        elif self.kind == "ps":
-            # Each worker holds the batch in a dataset of its own (created on the worker once).
-            host = tf.nest.map_structure(lambda t: t.numpy(), batch)
-            dataset = self.coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors(host).repeat())
-            self.inputs = iter(dataset)
+        self.real_data = spec.coords.data == "real"
+        self._batches = None  # real data outside parameter_server: the iterator next_batch() reads
+        if self.real_data:
+            self._real_input()
         else:
-            self.inputs = batch
+            self._synthetic_input()
         self._step_fn = self._make_step()
         from tensorflow.python.eager import context
 
@@ -509,6 +690,136 @@ class Runner(BaseRunner):
             ]
 
     # -- data -----------------------------------------------------------------------------
+
+    def _synthetic_input(self) -> None:
+        tf = self.tf
+        with tf.device(self.device):
+            batch = self._synthetic_batch()
+        if self.kind == "replicated":
+            # The same batch on every device, copied there once.
+            self.inputs = self.strategy.experimental_distribute_values_from_function(
+                lambda ctx: tf.nest.map_structure(tf.identity, batch)
+            )
+        elif self.kind == "ps":
+            # Each worker holds the batch in a dataset of its own (created on the worker once).
+            host = tf.nest.map_structure(lambda t: t.numpy(), batch)
+            dataset = self.coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors(host).repeat())
+            self.inputs = iter(dataset)
+        else:
+            self.inputs = batch
+
+    def _real_input(self) -> None:
+        """The real-data input pipeline of this strategy (see `image_dataset`, `bert_dataset`).
+
+        single (and horovod): one pipeline, read by next_batch() (on a GPU prefetched to the
+        device). multi_worker_mirrored: `distribute_datasets_from_function`, one pipeline
+        per worker of per-replica batches (`spec.batch`), each reading its own shards.
+        replicated_*: the same with the one pipeline of the process; each step takes one
+        per-replica batch for each device (global batch = batch x devices). parameter_server:
+        `create_per_worker_dataset`: every worker runs a pipeline of its own (all shards, its
+        own random order, as TensorFlow advises for PS training) and reads it inside its
+        scheduled closure, so the wait for data is part of the step there.
+        """
+        tf, spec = self.tf, self.spec
+        from dlbench.data import DataError
+
+        if self.is_bert:
+            from dlbench.data import bert
+
+            arrays = bert.load_examples(spec.data_dir)
+            n, seq_len = arrays["input_ids"].shape
+            if seq_len != spec.seq_len:
+                raise DataError(f"{spec.data_dir}: examples have sequence length {seq_len}, the run {spec.seq_len}")
+
+            def make(batch, threads, seed, pipelines=1, index=0):
+                if n // pipelines < batch:
+                    raise DataError(f"{spec.data_dir}: {n} examples cannot fill a batch of {batch} per pipeline")
+                return bert_dataset(
+                    tf, arrays, batch=batch, threads=threads, seed=seed, pipelines=pipelines, index=index
+                )
+
+        else:
+            from dlbench.data import tfrecord
+
+            shards = tfrecord.shard_paths(spec.data_dir, "train")
+            self._shards = shards
+            size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+
+            def make(batch, threads, seed, pipelines=1, index=0):
+                return image_dataset(
+                    tf, shards, batch=batch, size=size, threads=threads, seed=seed, pipelines=pipelines, index=index
+                )
+
+        threads = spec.data_workers
+        if self.kind == "ps":
+            # One pipeline per worker server (the task's data workers split over its devices).
+            threads = max(1, spec.data_workers // max(1, spec.coords.scale_obj.devices_per_node))
+            dataset = self.coordinator.create_per_worker_dataset(lambda: make(spec.batch, threads, None))
+            self.inputs = iter(dataset)
+            sharding, pipelines = "every worker all shards, its own order", 1
+        elif self.kind in ("mwms", "replicated"):
+
+            def dataset_fn(context):
+                return make(
+                    context.get_per_replica_batch_size(self.global_batch),
+                    threads,
+                    spec.seed,
+                    context.num_input_pipelines,
+                    context.input_pipeline_id,
+                )
+
+            self.inputs = None
+            self._batches = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+            self._element_spec = self._batches.element_spec
+            pipelines = spec.dist.world_size if self.kind == "mwms" else 1
+            sharding = f"{pipelines} workers, each its own" if pipelines > 1 else "one pipeline, a batch per device"
+        else:
+            ranks = self.hvd.size() if self.hvd is not None else 1
+            rank = self.hvd.rank() if self.hvd is not None else 0
+            dataset = make(spec.batch, threads, spec.seed, ranks, rank)
+            if self.device.startswith("/GPU"):
+                dataset = dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
+            self.inputs = None
+            self._batches = iter(dataset)
+            self._element_spec = dataset.element_spec
+            sharding, pipelines = (f"{ranks} ranks, each its own" if ranks > 1 else "one pipeline"), ranks
+        if self.is_bert:
+            self.input_pipeline = (
+                f"tf.data from the tokenised examples in memory ({n} x {seq_len}): shuffle {n}, repeat, "
+                f"batch {spec.batch}, prefetch AUTOTUNE ({sharding})"
+            )
+        else:
+            self.input_pipeline = image_pipeline_text(len(shards), threads, spec.batch, size, sharding, pipelines)
+        if self.kind == "ps":
+            self.input_pipeline += "; read on each worker inside its step (data_wait does not see it)"
+
+    def next_batch(self):
+        batches = self._batches
+        if batches is None:
+            return None
+        try:
+            return next(batches)
+        except (self.tf.errors.InvalidArgumentError, self.tf.errors.DataLossError) as error:
+            raise self._data_error(error) from None
+
+    def _data_error(self, error):
+        """A decode/read error of the pipeline as one DataError naming the record (or the shards)."""
+        from dlbench.data import DataError
+
+        reason = _error_reason(error)
+        if self.is_bert:
+            return DataError(f"{self.spec.data_dir}: {reason}")
+        found = find_corrupt_record(self.tf, self._shards)
+        if found:
+            return DataError(found)
+        names = ", ".join(os.path.basename(s) for s in self._shards)
+        return DataError(f"{self.spec.data_dir} (shards {names}): a record failed to decode: {reason}")
+
+    def _prepare(self, inputs):
+        """In the step, on the device: real images uint8 → float32, normalised (ImageNet mean/std)."""
+        tf = self.tf
+        images = (tf.cast(inputs["images"], tf.float32) - tf.constant(IMAGE_MEAN)) / tf.constant(IMAGE_STD)
+        return {"images": images, "labels": inputs["labels"]}
 
     def _synthetic_batch(self) -> dict:
         """One fixed batch, created once on the device (the pipeline's `synthetic` data)."""
@@ -540,13 +851,19 @@ class Runner(BaseRunner):
     def _per_example_loss(self, inputs, training: bool):
         tf = self.tf
         if self.is_bert:
-            mlm_logits, nsp_logits = self.model(
-                [inputs["input_ids"], inputs["token_type_ids"], inputs["masked_positions"]], training=training
-            )
+            model_inputs = [inputs["input_ids"], inputs["token_type_ids"], inputs["masked_positions"]]
+            if "input_mask" in inputs:  # real examples are padded
+                model_inputs.append(inputs["input_mask"])
+            mlm_logits, nsp_logits = self.model(model_inputs, training=training)
             mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(
                 inputs["masked_ids"], tf.cast(mlm_logits, tf.float32)
             )  # [batch, n_pred]
             nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(inputs["nsp_labels"], tf.cast(nsp_logits, tf.float32))
+            if "masked_weights" in inputs:
+                # Real examples: padding slots (weight 0) do not count; Google's run_pretraining
+                # divides by the batch's weight sum, this by each example's (per-example losses).
+                weights = inputs["masked_weights"]
+                return tf.reduce_sum(mlm * weights, axis=1) / (tf.reduce_sum(weights, axis=1) + 1e-5) + nsp
             return tf.reduce_mean(mlm, axis=1) + nsp
         logits = self.model(inputs["images"], training=training)
         return tf.nn.sparse_softmax_cross_entropy_with_logits(inputs["labels"], tf.cast(logits, tf.float32))
@@ -558,8 +875,18 @@ class Runner(BaseRunner):
         global_batch = self.global_batch
         variables = model.trainable_variables
         inputs = self.inputs
+        # Real images arrive as uint8: converted and normalised on the device, in the step.
+        prepare = self._prepare if self.real_data and not self.is_bert else (lambda batch: batch)
+
+        def function(body, **kwargs):
+            """The step as a tf.function: of the batch next_batch() gives (real data; a fixed
+            signature, traced once), or of nothing with the synthetic batch captured."""
+            if self._batches is not None:
+                return tf.function(body, input_signature=[self._element_spec], **kwargs)
+            return tf.function(lambda: body(inputs), **kwargs)
 
         def forward_backward(inputs):
+            inputs = prepare(inputs)
             with tf.GradientTape() as tape:
                 # Mean over the global batch: gradients are summed across replicas.
                 loss = tf.nn.compute_average_loss(
@@ -572,10 +899,10 @@ class Runner(BaseRunner):
         if self.kind == "horovod":
             hvd = self.hvd
 
-            def horovod_step():
+            def horovod_step(inputs):
                 with tf.GradientTape() as tape:
                     loss = tf.nn.compute_average_loss(
-                        self._per_example_loss(inputs, training=True), global_batch_size=spec.batch
+                        self._per_example_loss(prepare(inputs), training=True), global_batch_size=spec.batch
                     )
                     scaled = optimizer.scale_loss(loss) if self.loss_scaling else loss
                 # Allreduce (average over ranks, Gloo on CPU / NCCL on GPU) of the gradients.
@@ -583,16 +910,16 @@ class Runner(BaseRunner):
                 optimizer.apply_gradients(zip(grads, variables, strict=True))
                 return loss
 
-            return tf.function(horovod_step, jit_compile=bool(spec.compile))
+            return function(horovod_step, jit_compile=bool(spec.compile))
 
         if self.kind == "single":
 
-            def train_step():
+            def train_step(inputs):
                 loss, grads = forward_backward(inputs)
                 optimizer.apply_gradients(zip(grads, variables, strict=True))
                 return loss
 
-            return tf.function(train_step, jit_compile=bool(spec.compile))
+            return function(train_step, jit_compile=bool(spec.compile))
 
         # Strategies: XLA (if asked) compiles the per-replica forward/backward; the
         # cross-replica reduction inside the optimizer stays outside it.
@@ -632,7 +959,16 @@ class Runner(BaseRunner):
                 coordinator.join()
                 return losses
 
-            return ps_step
+            if not self.real_data:
+                return ps_step
+
+            def ps_step_real_data():
+                try:
+                    return ps_step()
+                except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
+                    raise self._data_error(error) from None
+
+            return ps_step_real_data
 
         # MultiWorkerMirrored (one replica per worker process) and Mirrored (one per device
         # of this process): the optimizer all-reduces (sums) the gradients across replicas.
@@ -641,16 +977,17 @@ class Runner(BaseRunner):
             optimizer.apply_gradients(zip(grads, variables, strict=True))
             return loss
 
-        @tf.function
-        def train_step():
+        def train_step(inputs):
             per_replica = strategy.run(replica_step, args=(inputs,))
             # The global mean loss (each replica's share is already divided by the global batch).
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-        return train_step
+        return function(train_step)
 
     def step(self, batch=None):
-        return self._step_fn()
+        # batch None: synthetic data (captured in the step) or parameter_server (its workers
+        # read their own datasets).
+        return self._step_fn() if batch is None else self._step_fn(batch)
 
     def sync(self) -> None:
         # What tf.test.experimental.sync_devices() does (TF's benchmarking barrier), limited
@@ -709,6 +1046,8 @@ class Runner(BaseRunner):
             info["strategy"] = self._describe_strategy()
         if self.is_bert:
             info["bert_config"] = dict(BERT_BASE, seq_len=self.spec.seq_len)
+        if getattr(self, "real_data", False):
+            info["input_pipeline"] = self.input_pipeline
         return info
 
     def _describe_strategy(self) -> dict:
@@ -854,8 +1193,8 @@ def _bert_model(keras, tf, cfg: dict, seq_len: int):
     dropout; 12 post-LN encoder layers (Keras MultiHeadAttention with biases, exact GELU
     FFN); tanh pooler on [CLS]; MLM head = dense + GELU + LayerNorm, then the decoder
     *tied* to the word embeddings plus its own output bias, on the gathered masked
-    positions; NSP head = dense 768 -> 2 on the pooled output. No attention mask: the
-    synthetic sequences have no padding.
+    positions; NSP head = dense 768 -> 2 on the pooled output. An attention mask only with
+    real data (a 4th input, input_mask): the synthetic sequences have no padding.
     """
     L = keras.layers
     H = cfg["hidden_size"]
@@ -884,8 +1223,8 @@ def _bert_model(keras, tf, cfg: dict, seq_len: int):
             self.output_dropout = L.Dropout(cfg["hidden_dropout_prob"])
             self.output_norm = L.LayerNormalization(epsilon=cfg["layer_norm_eps"])
 
-        def call(self, x, training=None):
-            a = self.attention(x, x, training=training)
+        def call(self, x, attention_mask=None, training=None):
+            a = self.attention(x, x, attention_mask=attention_mask, training=training)
             x = self.attention_norm(x + self.attention_dropout(a, training=training))
             h = keras.activations.gelu(self.intermediate(x), approximate=False)
             return self.output_norm(x + self.output_dropout(self.output_dense(h), training=training))
@@ -908,11 +1247,15 @@ def _bert_model(keras, tf, cfg: dict, seq_len: int):
             self.mlm_bias = self.add_weight(shape=(cfg["vocab_size"],), initializer="zeros", name="mlm_bias")
 
         def call(self, inputs, training=None):
-            input_ids, token_type_ids, masked_positions = inputs
+            input_ids, token_type_ids, masked_positions = inputs[:3]
+            mask = None
+            if len(inputs) > 3:  # input_mask [batch, seq]: no attention to padding
+                keys = tf.cast(inputs[3], tf.bool)[:, tf.newaxis, :]
+                mask = tf.logical_and(keys, tf.ones_like(keys)[:, 0, :, tf.newaxis])  # [batch, seq, seq]
             x = self.word_embeddings(input_ids) + self.type_embeddings(token_type_ids)
             x = self.embedding_dropout(self.embedding_norm(self.position_embeddings(x)), training=training)
             for layer in self.encoder:
-                x = layer(x, training=training)
+                x = layer(x, attention_mask=mask, training=training)
             pooled = self.pooler(x[:, 0])
             h = tf.gather(x, masked_positions, batch_dims=1)  # [batch, n_pred, H]
             h = self.mlm_norm(keras.activations.gelu(self.mlm_transform(h), approximate=False))

@@ -73,10 +73,11 @@ def launch(
     steps=(2, 4),
     threads=2,
     image_size=32,
+    data="synthetic",
 ):
     cmd = [
         str(PYTHON), "-m", "dlbench.launch",
-        "--framework", "tensorflow", "--model", model, "--precision", precision, "--data", "synthetic",
+        "--framework", "tensorflow", "--model", model, "--precision", precision, "--data", data,
         "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "0",
         "--run-dir", str(run_dir), "--preset", "caict2020",
         "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
@@ -360,3 +361,198 @@ def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, single_ru
     assert info["workers"] == 2 and info["parameter_servers"] == 2
     assert all(s["samples"] == 2 * 4 for s in log.steps)
     assert losses(log) == pytest.approx(losses(single_run)[:3], rel=1e-3, abs=1e-4)
+
+
+# -- real data -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tfrecords(tmp_path_factory):
+    """24 generated 48 px JPEGs of 3 classes in 3 TFRecord shards, converted by the rule's script."""
+    from dlbench.data import imagenet
+
+    root = tmp_path_factory.mktemp("tfdata")
+    imagenet.generate(root / "images", count=24, classes=3, image_size=48, seed=1)
+    script = REPO / "workflow/scripts/convert_tfrecord.py"
+    args = ["--source", str(root / "images"), "--out", str(root / "tfrecord"), "--splits", "train"]
+    result = subprocess.run(
+        [str(PYTHON), str(script), *args, "--seed", "0", "--shards", "3"],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    return root / "tfrecord"
+
+
+@pytest.fixture(scope="module")
+def bert_examples(tmp_path_factory):
+    """32 pre-training examples of sequence length 32 (padded, up to 5 predictions), made by
+    dlbench.data.bert from random token 'documents' (no tokenizer needed)."""
+    import random
+
+    from dlbench.data import bert
+
+    rng = random.Random(0)
+    documents = [
+        [[rng.randrange(5, 2000) for _ in range(rng.randint(4, 12))] for _ in range(rng.randint(2, 6))]
+        for _ in range(20)
+    ]
+    arrays = bert.make_examples(
+        documents, examples=32, seq_len=32, max_predictions=5, masked_lm_prob=0.15, short_seq_prob=0.1,
+        vocab_size=2000, seed=0,
+    )  # fmt: skip
+    assert (arrays["input_mask"] == 0).any()  # some padding, which the attention mask must hide
+    root = tmp_path_factory.mktemp("bert")
+    bert.save_npz(root / bert.EXAMPLES_NAME, arrays)
+    return root
+
+
+def check_real_data_steps(log, samples):
+    assert log.steps and all(s["samples"] == samples for s in log.steps)
+    assert all(s.get("data_wait") is not None and s["data_wait"] >= 0 for s in log.measured_steps())
+    # Labels out of range would fail sparse_softmax_cross_entropy on the CPU; NaN would show here.
+    assert all(v is not None and math.isfinite(v) for v in losses(log))
+
+
+def test_real_images_single_device(tmp_path, tfrecords):
+    launch(
+        tmp_path / "run", "--data-dir", str(tfrecords), "--data-workers", "2",
+        model="alexnet", image_size=64, steps=(2, 3), data="real",
+    )  # fmt: skip
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    assert log.header["run"]["data"] == "real"
+    check_real_data_steps(log, samples=4)
+    pipeline = log.header["framework"]["input_pipeline"]
+    assert pipeline.startswith("tf.data TFRecord (3 shards, one pipeline)")
+    assert "interleave cycle 3 x 2 threads" in pipeline and "map 2 threads" in pipeline
+    assert "resize 64" in pipeline and "private threadpool 2" in pipeline
+
+
+def test_real_images_replicated_on_two_logical_cpu_devices(tmp_path, tfrecords):
+    """MirroredStrategy: one pipeline, one per-device batch for each of the two devices."""
+    launch(
+        tmp_path / "run", "--data-dir", str(tfrecords), "--data-workers", "1",
+        model="alexnet", image_size=64, scale="1x2", strategy="replicated_copy", steps=(2, 3), data="real",
+    )  # fmt: skip
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    check_real_data_steps(log, samples=2 * 4)
+    assert log.header["framework"]["strategy"]["global_batch"] == 8
+    assert "one pipeline, a batch per device" in log.header["framework"]["input_pipeline"]
+
+
+def test_real_bert_examples(tmp_path, bert_examples):
+    launch(
+        tmp_path / "run", "--seq-len", "32", "--data-dir", str(bert_examples),
+        model="bert_base", batch=2, steps=(2, 3), data="real",
+    )  # fmt: skip
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    check_real_data_steps(log, samples=2)
+    assert log.header["framework"]["input_pipeline"].startswith(
+        "tf.data from the tokenised examples in memory (32 x 32)"
+    )
+    # masked LM over a vocabulary of 30,522 (≈ ln 30522 = 10.3) + next sentence (≈ ln 2)
+    assert all(8 < v < 14 for v in losses(log))
+
+
+def test_bert_attention_mask_hides_padding():
+    """With input_mask, what sits in the padding does not change the outputs; without, it does."""
+    out = run_python(
+        """
+        import keras, tensorflow as tf
+        from dlbench.runners import tensorflow as r
+        cfg = dict(r.BERT_BASE, vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=32)
+        keras.utils.set_random_seed(0)
+        model = r._bert_model(keras, tf, cfg, 8)
+        ids = tf.constant([[2, 7, 8, 9, 3, 0, 0, 0]])
+        other = tf.constant([[2, 7, 8, 9, 3, 11, 12, 13]])  # different tokens in the padding
+        types, positions = tf.zeros_like(ids), tf.constant([[1, 2]])
+        mask = tf.constant([[1, 1, 1, 1, 1, 0, 0, 0]])
+        def mlm(x, *extra):
+            return model([x, types, positions, *extra], training=False)[0]
+        masked = float(tf.reduce_max(tf.abs(mlm(ids, mask) - mlm(other, mask))))
+        unmasked = float(tf.reduce_max(tf.abs(mlm(ids) - mlm(other))))
+        print(masked, unmasked)
+        """
+    )
+    masked, unmasked = map(float, out.split()[-2:])
+    assert masked < 1e-5 < unmasked
+
+
+@pytest.fixture(scope="module")
+def broken_tfrecords(tfrecords):
+    """Copies of the shards: one with record 3 of shard 1 truncated to half its JPEG, one with shard 2 missing."""
+    import shutil
+
+    corrupt, missing = tfrecords.parent / "corrupt", tfrecords.parent / "missing"
+    shutil.copytree(tfrecords, corrupt)
+    shutil.copytree(tfrecords, missing)
+    (missing / "train-00002-of-00003").unlink()
+    out = run_python(
+        f"""
+        import tensorflow as tf
+        path = {str(corrupt / "train-00001-of-00003")!r}
+        records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+        example = tf.train.Example.FromString(records[3])
+        feature = example.features.feature
+        encoded = feature["image/encoded"].bytes_list.value[0]
+        feature["image/encoded"].bytes_list.value[0] = encoded[: len(encoded) // 2]
+        records[3] = example.SerializeToString()
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in records:
+                writer.write(record)
+        print(feature["image/filename"].bytes_list.value[0].decode())
+        """
+    )
+    return corrupt, missing, out.split()[-1]
+
+
+def failed_log(run_dir):
+    log = read_steplog(run_dir / "rank0.steps.jsonl")
+    assert log.status == "failed", log.footer
+    return log.footer["error"]
+
+
+def test_corrupt_jpeg_and_missing_shard_are_named(tmp_path, broken_tfrecords):
+    corrupt, missing, filename = broken_tfrecords
+    # 24 images in batches of 4: every image is decoded within the first 6 steps.
+    launch(
+        tmp_path / "corrupt", "--data-dir", str(corrupt),
+        model="alexnet", image_size=64, steps=(0, 12), data="real",
+    )  # fmt: skip
+    error = failed_log(tmp_path / "corrupt")
+    assert f"{corrupt}/train-00001-of-00003: record 3 ({filename}): corrupt image" in error
+    assert "Invalid JPEG data" in error and "function_node" not in error
+    launch(tmp_path / "missing", "--data-dir", str(missing), model="alexnet", image_size=64, steps=(0, 2), data="real")
+    error = failed_log(tmp_path / "missing")
+    assert f"{missing}/train-00002-of-00003: TFRecord shard not found" in error
+
+
+@pytest.mark.slow
+def test_real_images_two_worker_mirrored(tmp_path, tfrecords):
+    """MWMS: each worker its own pipeline over its own shards; both log the same global loss."""
+    launch(
+        tmp_path / "run", "--data-dir", str(tfrecords), "--data-workers", "1",
+        model="alexnet", image_size=64, scale="1x2", strategy="multi_worker_mirrored", steps=(2, 3), data="real",
+    )  # fmt: skip
+    logs = [ok_log(tmp_path / f"run/rank{r}.steps.jsonl") for r in (0, 1)]
+    for log in logs:
+        check_real_data_steps(log, samples=4)
+        # 3 shards over 2 workers: whole files each (2 and 1); --data-workers is per rank
+        assert (
+            "(3 shards, 2 workers, each its own): interleave cycle 2 x 1 threads"
+            in log.header["framework"]["input_pipeline"]
+        )
+    assert losses(logs[0]) == pytest.approx(losses(logs[1]))
+
+
+@pytest.mark.slow
+def test_real_images_parameter_server(tmp_path, tfrecords):
+    """Each PS worker reads its own pipeline inside its scheduled closure (data_wait ≈ 0 there)."""
+    launch(
+        tmp_path / "run", "--data-dir", str(tfrecords), "--data-workers", "2",
+        model="alexnet", image_size=64, scale="1x2", strategy="parameter_server", steps=(2, 3), data="real",
+    )  # fmt: skip
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    check_real_data_steps(log, samples=2 * 4)
+    pipeline = log.header["framework"]["input_pipeline"]
+    assert "every worker all shards, its own order" in pipeline and "inside its step" in pipeline
