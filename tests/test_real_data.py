@@ -34,7 +34,7 @@ GRID = {
         "scales": ["1x1"],
     },
     "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 1},
-    "run": {"image_size": 32, "threads": 2, "progress_every": 0},
+    "run": {"image_size": 64, "threads": 2, "progress_every": 0},
     "data": {"images": {"count": 48, "classes": 4, "image_size": 40, "shards": 2}},
 }
 
