@@ -47,9 +47,10 @@ class JobShape:
         if cuda and scale.devices == 1:
             values["gpu"] = 1  # → --gpus; several devices use --gpus-per-node below
         extra = []
-        if scale.devices > 1:
-            # The plugin does not wrap a job marked mpi in `srun -n1`: the launcher's own srun
-            # is the job's first step and gets all its devices (also when one task drives them).
+        if tasks > 1:
+            # The plugin does not wrap a job marked mpi in `srun -n1` (it refuses the mark for
+            # one task): the launcher's own srun is the job's first step. A single task driving
+            # several devices runs inside the plugin's step (the launcher's srun uses --overlap).
             values["mpi"] = "srun"
             extra.append(f"--ntasks-per-node={self.processes_per_node}")
         if cuda and scale.devices > 1:
