@@ -55,7 +55,9 @@ def grid_config() -> dict:
             "threads": 2,
             "progress_every": 1,
             "launcher": "srun",
-            "mem_mb": 4000,
+            # parameter_server runs G + 2 TensorFlow processes on the first node (workers, PS,
+            # coordinator): 4000 MB per node was OOM-killed there (seen), the node has 8000.
+            "mem_mb": 7500,
             "time_limit_s": 400,
         },
     }
