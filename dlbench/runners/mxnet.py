@@ -8,8 +8,21 @@ Fast path (what an idiomatic MXNet Gluon training loop does): models hybridized 
 `static_alloc=True, static_shape=True` (one cached graph, memory planned once); the
 synthetic batch created once on the context; per-sample loss vector, `loss.backward()`,
 `trainer.step(batch)` (the trainer scales gradients by 1/batch); no host sync inside
-`step()` (it returns the loss NDArray; MXNet's engine runs asynchronously and `sync()` is
-`mx.nd.waitall()`). The PyPI wheel is oneDNN (MKLDNN) enabled; the runner leaves it on.
+`step()` (it returns the loss NDArray; MXNet's engine runs asynchronously). The PyPI wheel
+is oneDNN (MKLDNN) enabled; the runner leaves it on.
+
+`sync()` is `mx.nd.waitall()`: every queued operator of the step -- forward, backward, the
+update (or, with a kvstore, the push and pull) -- has finished when a step's end is read, as
+the base class says. `DLBENCH_MXNET_SYNC=loss` (for benchmarks/timing_fidelity.py and
+harness_overhead.py, not the default) waits only for the last step's losses instead: Python
+then dispatches step i+1 while the engine still runs step i's backward and update. The window
+still holds exactly N steps of work (the forward of step i+1 reads the parameters that the
+update of step i writes, so between two loss-ready times the engine completes one backward,
+one update and one forward; the warm-up's last update falls into the first measured step,
+the last measured step's into nothing), but the input pipeline's next() then waits for the
+engine too (its batch buffers are engine variables), so a real-data run would count the
+previous step's trailing backward and update as data wait. benchmarks/README.md has the
+measurements behind the default.
 
 Models (`mxnet.gluon.model_zoo.vision`, pretrained=False, 1000 classes):
   resnet50 / resnet152  `resnet50_v1` / `resnet152_v1` with the stride of each
@@ -42,6 +55,30 @@ Models (`mxnet.gluon.model_zoo.vision`, pretrained=False, 1000 classes):
       max_predictions_per_seq at length 128), random next-sentence labels. Adam, lr 1e-4.
   CNNs use SGD with momentum 0.9, lr 0.01, as the PyTorch runner does; He (MSRA) init for the
   BatchNorm networks, Glorot for VGG-16/AlexNet (He init makes them diverge at lr 0.01).
+
+Real data (`data: real`, DATA), read from the dataset of `spec.data_dir`:
+  images  `mx.io.ImageRecordIter` over `train.rec` + `.idx` (im2rec --pass-through, 0-based
+      labels; dlbench.data.recordio), the fast path of MXNet's image-classification examples:
+      decoding, `random_resized_crop` (area 0.08-1, aspect 3/4-4/3, to image_size), `rand_mirror`
+      and mean/std normalisation (ImageNet's, 0-255 scale) in `preprocess_threads` =
+      `spec.data_workers` threads, `prefetch_buffer` batches decoded ahead, shuffled each epoch,
+      reset at the epoch's end (the run never runs out of data). The threaded iterator is used on
+      every device (`ctx="gpu"`, `device_id=-1` = batches in CPU memory): MXNet's CPU variant
+      (`ctx="cpu"`) ignores preprocess_threads and decodes with the operators' OpenMP team.
+      dist_sync / horovod: `num_parts` = ranks, `part_index` = rank (each rank its own shard).
+      device / nccl: one iterator batch of batch x local devices, split over the contexts
+      (`gluon.utils.split_and_load`), i.e. the node's global batch.
+  bert_base  the tokenised examples (`dlbench.data.bert.load_examples`) in memory (numpy): a
+      seeded permutation of this rank's shard per epoch, batches of input_ids, segment_ids,
+      masked_lm_positions (made flat row indices, as the model takes them), masked_lm_ids /
+      weights and next_sentence_labels, made NDArrays on the contexts in next_batch(). The
+      masked-LM loss of a sequence is the weighted mean over its real prediction slots
+      (padding slots have weight 0). The model has no attention mask (as for the synthetic
+      full-length batch): padding tokens are attended to; the cost per step is the same.
+  A missing or empty .rec/.idx/.npz stops the run before the model is built, naming the file
+  (dlbench.data.DataError). A record that does not decode at run time fails the run with one
+  error naming the .rec file and, found by decoding the records once more (at most
+  DECODE_SCAN_S seconds), the record's id and image path from the .lst.
 
 Precision: `fp32`; `amp` = `mxnet.contrib.amp` (`amp.init` before the model is built) with
 bfloat16 on the CPU (oneDNN: convolutions and dense layers in bfloat16; BERT's fused attention
@@ -111,6 +148,7 @@ MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_bas
 UNAVAILABLE: dict[str, str] = {}
 STRATEGIES = ("dist_sync", "device", "nccl", "horovod")
 PRECISIONS = ("fp32", "amp")
+DATA = ("synthetic", "real")
 # kvstore device/nccl: one process drives the node's devices (a list of contexts).
 PROCESS_PER_NODE_STRATEGIES = ("device", "nccl")
 SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
@@ -149,6 +187,16 @@ BERT = {
     "layer_norm_eps": 1e-12,
     "masked_per_seq": 20,
 }
+
+# What sync() waits for (module docstring): the last step's loss, or every queued operator.
+SYNC_MODES = ("loss", "waitall")
+
+# ImageNet's per-channel mean and standard deviation (0-255 scale), as MXNet's
+# image-classification examples give them to ImageRecordIter.
+_MEAN = {"mean_r": 123.68, "mean_g": 116.779, "mean_b": 103.939}
+_STD = {"std_r": 58.393, "std_g": 57.12, "std_b": 57.375}
+PREFETCH_BATCHES = 4  # ImageRecordIter's prefetch_buffer (its default)
+DECODE_SCAN_S = 60  # after a decode failure: time spent looking for the undecodable record
 
 RENDEZVOUS_TIMEOUT_S = 180  # scheduler port reachable / ps-lite rendezvous complete, each
 FINALIZE_TIMEOUT_S = 60  # ps-lite's exit barrier in close()
@@ -306,6 +354,10 @@ class Runner(BaseRunner):
         self.ps_procs: list[subprocess.Popen] = []
         self._kv_thread: threading.Thread | None = None
         self.kv = self.trainer = None
+        self._pending = None  # the losses of the last step, until sync() waits for them
+        self.sync_mode = os.environ.get("DLBENCH_MXNET_SYNC", "waitall")
+        if self.sync_mode not in SYNC_MODES:
+            raise ValueError(f"mxnet: DLBENCH_MXNET_SYNC={self.sync_mode!r}, expected one of {SYNC_MODES}")
         if strategy == "single" and self.world > 1:
             raise ValueError(f"mxnet: strategy 'single' with {self.world} ranks")
         if self.multi_device and self.world > spec.dist.local_world_size:
@@ -407,6 +459,14 @@ class Runner(BaseRunner):
 
         model = spec.coords.model
         self.is_bert = model == "bert_base"
+        # Real data: a missing or empty dataset file stops the run before the model is built.
+        self.real_data = spec.coords.data == "real"
+        if self.real_data and self.is_bert:
+            self._text_batches = self._text_loader()  # the data's masked-LM width sets the graph
+        elif self.real_data:
+            from dlbench.data import recordio
+
+            self._rec_files = recordio.split_files(spec.data_dir, "train")
         if self.is_bert:
             net = _bert_pretraining_class(mx)(BERT, prefix="bert_")
             net.initialize(mx.init.Normal(0.02), ctx=self.ctxs)
@@ -464,6 +524,8 @@ class Runner(BaseRunner):
         if amp and on_cuda:
             self.amp.init_trainer(self.trainer)  # dynamic loss scaling for float16
         self.scale_loss = amp and on_cuda
+        if self.real_data and not self.is_bert:
+            self.image_iter = self._image_iter()
 
     def _make_batch(self) -> None:
         mx, spec, ctx = self.mx, self.spec, self.ctx
@@ -473,7 +535,11 @@ class Runner(BaseRunner):
         b = spec.batch
         if self.is_bert:
             length = spec.seq_len
-            masked = self.masked = min(BERT["masked_per_seq"], length)
+            if self.real_data:  # the real batches' sequence length and masked-LM width
+                length, masked = self._text_shape
+                self.masked = masked
+            else:
+                masked = self.masked = min(BERT["masked_per_seq"], length)
             ids = mx.nd.random.randint(0, BERT["vocab_size"], shape=(b, length), ctx=ctx).astype("float32")
             types = mx.nd.concat(
                 mx.nd.zeros((b, length // 2), ctx=ctx), mx.nd.ones((b, length - length // 2), ctx=ctx), dim=1
@@ -591,30 +657,215 @@ class Runner(BaseRunner):
             raise RuntimeError(f"mxnet dist_sync: kvstore has {self.kv.num_workers} workers, expected {d.world_size}")
         return self.kv
 
+    # ------------------------------------------------------------- real data
+    def _shard(self) -> tuple[int, int]:
+        """(parts, index) of this process's shard: one per rank for one-process-per-device
+        strategies; the whole dataset for a process that drives all its node's devices."""
+        if self.hvd is not None:
+            return self.hvd.size(), self.hvd.rank()
+        if self.multi_device:
+            return 1, 0
+        return self.world, self.spec.dist.rank
+
+    def _image_iter(self):
+        """ImageRecordIter over train.rec/.idx: decode + random-resized crop + mirror +
+        normalisation in `data_workers` threads, batches prefetched; one global batch
+        (batch x local devices), split over the contexts in next_batch()."""
+        from dlbench.data import DataError
+
+        mx, spec = self.mx, self.spec
+        rec, idx, _ = self._rec_files
+        with open(idx) as f:
+            records = sum(1 for line in f if line.strip())
+        parts, index = self._shard()
+        self.iter_batch = spec.batch * len(self.ctxs)
+        if records // parts < self.iter_batch:
+            raise DataError(
+                f"{rec}: {records} records cannot fill a batch of {self.iter_batch} on each of {parts} ranks"
+            )
+        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        self.image_iter_args = dict(
+            path_imgrec=rec,
+            path_imgidx=idx,
+            data_shape=(3, size, size),
+            batch_size=self.iter_batch,
+            shuffle=True,
+            seed=spec.seed,
+            seed_aug=spec.seed + index,
+            random_resized_crop=True,  # (excludes rand_crop, which is the plain random crop)
+            min_random_area=0.08,
+            max_random_area=1.0,
+            min_aspect_ratio=3 / 4,
+            max_aspect_ratio=4 / 3,
+            rand_mirror=True,
+            **_MEAN,
+            **_STD,
+            preprocess_threads=spec.data_workers,
+            prefetch_buffer=PREFETCH_BATCHES,
+            num_parts=parts,
+            part_index=index,
+            dtype="float32",
+            # The threaded iterator (decode in `preprocess_threads`, `prefetch_buffer` batches
+            # ahead) on every device; ctx="cpu" would pick MXNet's CPU variant, which ignores
+            # preprocess_threads and decodes with the operators' OpenMP team. device_id -1:
+            # batches in CPU memory; on CUDA pinned host memory of the rank's GPU.
+            ctx="gpu",
+            device_id=self.spec.dist.local_rank if spec.device == "cuda" else -1,
+            verbose=False,
+        )
+        try:
+            return mx.io.ImageRecordIter(**self.image_iter_args)
+        except mx.base.MXNetError as exc:
+            raise self._decode_error(exc) from None  # it starts decoding (prefetch) at once
+
+    def _decode_error(self, exc):
+        """A DataError naming the .rec file and, when one can be found within DECODE_SCAN_S,
+        the first record that mx.image.imdecode cannot decode (its id and .lst path)."""
+        from dlbench.data import DataError
+
+        mx = self.mx
+        rec, idx, lst = self._rec_files
+        reason = str(exc).strip().splitlines()[-1].removeprefix("MXNetError: ") if str(exc).strip() else repr(exc)
+        bad = None
+        deadline = time.monotonic() + DECODE_SCAN_S
+        with contextlib.suppress(Exception):
+            reader = mx.recordio.MXIndexedRecordIO(idx, rec, "r")
+            try:
+                for key in sorted(reader.keys):
+                    if time.monotonic() > deadline:
+                        break
+                    header, data = mx.recordio.unpack(reader.read_idx(key))
+                    try:
+                        image = mx.image.imdecode(data)
+                        undecodable = image.ndim != 3 or min(image.shape) == 0
+                    except mx.base.MXNetError:
+                        undecodable = True
+                    if undecodable:
+                        bad = int(header.id)
+                        break
+            finally:
+                reader.close()
+        if bad is None:
+            return DataError(f"{rec}: ImageRecordIter failed: {reason}")
+        name = "?"
+        with contextlib.suppress(OSError, ValueError, IndexError), open(lst) as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                if int(fields[0]) == bad:
+                    name = fields[-1]
+                    break
+        return DataError(f"{rec}: record {bad} ({name}): corrupt image ({reason})")
+
+    def _text_loader(self):
+        """Shuffled batches of the tokenised examples, from memory (numpy), forever: per
+        epoch a seeded permutation of this process's shard."""
+        import numpy as np
+
+        from dlbench.data import DataError, bert
+
+        spec = self.spec
+        arrays = bert.load_examples(spec.data_dir)
+        n, length = arrays["input_ids"].shape
+        predictions = arrays["masked_lm_ids"].shape[1]
+        if spec.seq_len and spec.seq_len != length:
+            raise DataError(f"{spec.data_dir}: examples have sequence length {length}, the run {spec.seq_len}")
+        if length > BERT["max_length"]:
+            raise DataError(f"{spec.data_dir}: sequence length {length} > BERT's {BERT['max_length']}")
+        self._text_shape = (length, predictions)
+        parts, index = self._shard()
+        rows = np.arange(n)[index::parts]
+        per_batch = spec.batch * len(self.ctxs)
+        if len(rows) < per_batch:
+            raise DataError(
+                f"{spec.data_dir}: {n} examples cannot fill a batch of {per_batch} on each of {parts} ranks"
+            )
+        # Flat indices of the masked positions into the (batch * length) token rows.
+        offsets = (np.arange(spec.batch) * length)[:, None]
+        fields = {
+            "ids": arrays["input_ids"].astype(np.float32),
+            "types": arrays["segment_ids"].astype(np.float32),
+            "positions": arrays["masked_lm_positions"].astype(np.int64),
+            "mlm_ids": arrays["masked_lm_ids"].astype(np.float32),
+            "mlm_weights": arrays["masked_lm_weights"].astype(np.float32),
+            "nsp": arrays["next_sentence_labels"].astype(np.float32),
+        }
+
+        def batches():
+            rng = np.random.default_rng([spec.seed, index])
+            while True:
+                order = rng.permutation(rows)
+                for start in range(0, len(order) - per_batch + 1, per_batch):
+                    take = np.sort(order[start : start + per_batch])
+                    chunk = {k: v[take] for k, v in fields.items()}
+                    out = []
+                    for c in range(len(self.ctxs)):
+                        part = {k: v[c * spec.batch : (c + 1) * spec.batch] for k, v in chunk.items()}
+                        part["positions"] = (part["positions"] + offsets).reshape(-1).astype(np.float32)
+                        out.append(part)
+                    yield out
+
+        return batches()
+
+    def next_batch(self):
+        """Real data: [(inputs, labels)] per context, on the contexts (copies queued on the
+        engine); the time spent here is the step's data wait. Synthetic: None."""
+        if not self.real_data:
+            return None
+        mx = self.mx
+        if self.is_bert:
+            replicas = []
+            for ctx, part in zip(self.ctxs, next(self._text_batches), strict=True):
+                a = {k: mx.nd.array(v, ctx=ctx, dtype="float32") for k, v in part.items()}
+                replicas.append(((a["ids"], a["types"], a["positions"]), (a["mlm_ids"], a["nsp"], a["mlm_weights"])))
+            return replicas
+        try:
+            try:
+                batch = self.image_iter.next()
+            except StopIteration:  # end of the epoch (of this rank's part): start the next
+                self.image_iter.reset()
+                batch = self.image_iter.next()
+        except mx.base.MXNetError as exc:
+            raise self._decode_error(exc) from None
+        images = mx.gluon.utils.split_and_load(batch.data[0], self.ctxs, even_split=True)
+        labels = mx.gluon.utils.split_and_load(batch.label[0], self.ctxs, even_split=True)
+        return [((x,), (y,)) for x, y in zip(images, labels, strict=True)]
+
     # ------------------------------------------------------------------- step
     def _loss(self, inputs, labels):
         if self.is_bert:
-            mlm_labels, nsp_labels = labels
+            mlm_labels, nsp_labels = labels[:2]
             mlm_logits, nsp_logits = self.net(*inputs)
-            # Per sequence: mean masked-LM loss over its masked positions + NSP loss.
             mlm = self.loss_fn(mlm_logits, mlm_labels.reshape((-1,))).reshape((-1, self.masked))
-            return mlm.mean(axis=1) + self.loss_fn(nsp_logits, nsp_labels)
+            if len(labels) == 3:  # real data: padded prediction slots have weight 0
+                weights = labels[2]
+                mlm = (mlm * weights).sum(axis=1) / self.mx.nd.maximum(weights.sum(axis=1), 1.0)
+            else:
+                mlm = mlm.mean(axis=1)
+            # Per sequence: mean masked-LM loss over its masked positions + NSP loss.
+            return mlm + self.loss_fn(nsp_logits, nsp_labels)
         return self.loss_fn(self.net(*inputs), labels[0])
 
     def step(self, batch=None):
         mx = self.mx
+        replicas = self.replicas if batch is None else batch
         with mx.autograd.record():
-            losses = [self._loss(inputs, labels) for inputs, labels in self.replicas]
+            losses = [self._loss(inputs, labels) for inputs, labels in replicas]
         if self.scale_loss:
             with self.amp.scale_loss(losses, self.trainer) as scaled:
                 mx.autograd.backward(scaled)
         else:
             mx.autograd.backward(losses)
         self.trainer.step(self.step_batch)
+        self._pending = losses
         return losses
 
     def sync(self) -> None:
-        self.mx.nd.waitall()
+        last, self._pending = self._pending, None
+        if last is None or self.sync_mode == "waitall":
+            self.mx.nd.waitall()
+        else:
+            for loss in last:
+                loss.wait_to_read()
 
     def loss_value(self, handle) -> float:
         # The mean per-sample loss over the contexts' batches (equal sizes).
@@ -640,7 +891,19 @@ class Runner(BaseRunner):
             "trainable_params": self.params,
             "amp_dtype": self.amp_dtype,
             "model_variant": _variant(self.spec.coords.model),
+            "sync": self.sync_mode,
         }
+        if getattr(self, "real_data", False):
+            if self.is_bert:
+                info["input_pipeline"] = "tokenised examples in memory (numpy), shuffled batches per epoch"
+            else:
+                a = self.image_iter_args
+                info["input_pipeline"] = (
+                    f"ImageRecordIter(train.rec, preprocess_threads={a['preprocess_threads']}, "
+                    f"prefetch_buffer={a['prefetch_buffer']}, part {a['part_index']}/{a['num_parts']}), "
+                    f"random_resized_crop + rand_mirror, mean/std normalised, batch {a['batch_size']}"
+                    + (f" split over {len(self.ctxs)} contexts" if len(self.ctxs) > 1 else "")
+                )
         if self.kv is not None and self.multi_device:
             info["kvstore"] = {
                 "type": self.kv.type,

@@ -295,3 +295,137 @@ def test_kvstore_device_keeps_the_contexts_parameters_identical():
     assert result.returncode == 0, result.stderr[-3000:]
     _, count, diff, moved = next(x for x in result.stdout.splitlines() if x.startswith("RESULT")).split()
     assert int(count) == 16 and float(diff) == 0.0 and float(moved) > 0.0
+
+
+# ---- real data: ImageRecordIter over RecordIO, BERT examples from memory ----
+
+
+@pytest.fixture(scope="module")
+def real_data(tmp_path_factory):
+    """A small RecordIO dataset (24 generated JPEGs, 3 classes, converted by the rule's script
+    in the mxnet environment) and BERT examples (create_pretraining_data fields, token ids
+    drawn at random: the tokeniser lives in the pytorch environment and is not needed here)."""
+    import random
+
+    from dlbench.data import bert, imagenet
+
+    root = tmp_path_factory.mktemp("mxdata")
+    imagenet.generate(root / "src", count=24, classes=3, image_size=48, seed=1, val_count=0)
+    script = REPO / "workflow/scripts/convert_recordio.py"
+    result = subprocess.run(
+        [str(PYTHON), str(script), "--source", str(root / "src"), "--out", str(root / "rec"), "--seed", "5"],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rng = random.Random(0)
+    documents = [[[rng.randrange(5, 2000) for _ in range(rng.randrange(4, 12))] for _ in range(6)] for _ in range(8)]
+    arrays = bert.make_examples(
+        documents,
+        examples=16,
+        seq_len=BERT_SEQ,
+        max_predictions=5,
+        masked_lm_prob=0.15,
+        short_seq_prob=0.1,
+        vocab_size=2000,
+        seed=0,
+    )
+    (root / "bert").mkdir()
+    bert.save_npz(root / "bert" / bert.EXAMPLES_NAME, arrays)
+    return root
+
+
+BERT_SEQ = 32
+
+
+def launch_real(run_dir, data_dir, *extra, **kwargs):
+    """launch() with --data real; the extra launcher options come first."""
+    return launch(run_dir, "--data", "real", "--data-dir", str(data_dir), "--data-workers", "1", *extra, **kwargs)
+
+
+def check_real_run(log, samples: int, steps: int = 3) -> dict:
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert log.header["run"]["data"] == "real"
+    assert len(log.measured_steps()) == steps
+    for s in log.steps:
+        assert s["samples"] == samples
+        assert isinstance(s["data_wait"], float) and 0.0 <= s["data_wait"] <= s["t_end"] - s["t_start"]
+        assert s["loss"] is not None, s  # finite (the worker writes None otherwise)
+    return log.header["framework"]
+
+
+def test_real_images_single_device(tmp_path, real_data):
+    result = launch_real(tmp_path / "run", real_data / "rec", steps=(2, 3), batch=4, size=32)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fw = check_real_run(read_steplog(tmp_path / "run/rank0.steps.jsonl"), samples=4)
+    assert fw["input_pipeline"].startswith("ImageRecordIter(train.rec, preprocess_threads=1,"), fw
+    assert "part 0/1" in fw["input_pipeline"] and "batch 4" in fw["input_pipeline"]
+
+
+def test_real_images_kvstore_device_splits_the_global_batch(tmp_path, real_data):
+    """kvstore device on two CPU contexts: one iterator batch of batch x 2 images, split over
+    the contexts (split_and_load); one step log with batch x 2 samples per step."""
+    result = launch_real(tmp_path / "run", real_data / "rec", scale="1x2", strategy="device", steps=(2, 3), batch=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fw = check_real_run(read_steplog(tmp_path / "run/rank0.steps.jsonl"), samples=4)
+    assert "batch 4 split over 2 contexts" in fw["input_pipeline"], fw
+
+
+@pytest.mark.slow
+def test_real_images_dist_sync_shards_per_rank(tmp_path, real_data):
+    result = launch_real(tmp_path / "run", real_data / "rec", scale="1x2", strategy="dist_sync", steps=(2, 3), batch=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        fw = check_real_run(read_steplog(tmp_path / f"run/rank{rank}.steps.jsonl"), samples=2)
+        assert f"part {rank}/2" in fw["input_pipeline"], fw
+
+
+def test_real_bert(tmp_path, real_data):
+    result = launch_real(
+        tmp_path / "run", real_data / "bert", "--seq-len", str(BERT_SEQ), model="bert_base", steps=(2, 3), batch=2
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    fw = check_real_run(log, samples=2)
+    assert log.header["seq_len"] == BERT_SEQ
+    assert "tokenised examples in memory" in fw["input_pipeline"]
+
+
+def test_real_data_missing_index_is_named(tmp_path, real_data):
+    import shutil
+
+    data = tmp_path / "rec"
+    shutil.copytree(real_data / "rec", data)
+    (data / "train.idx").unlink()
+    result = launch_real(tmp_path / "run", data, steps=(1, 1))
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "failed"
+    assert log.footer["error"] == f"dlbench.data.DataError: {data / 'train.idx'}: RecordIO file not found"
+
+
+def test_real_data_corrupt_jpeg_is_named(tmp_path, real_data):
+    """A record whose JPEG no longer decodes (bytes overwritten in place, so the index still
+    holds): the run fails with one error naming the .rec file, the record and its image."""
+    import shutil
+
+    from dlbench.data import recordio
+
+    data = tmp_path / "rec"
+    shutil.copytree(real_data / "rec", data)
+    offsets = recordio.read_index(data / "train.idx")
+    key = sorted(offsets)[3]
+    (_, _, _, _), payload = recordio.read_raw(data / "train.rec", offsets[key])
+    with open(data / "train.rec", "r+b") as f:
+        f.seek(offsets[key] + 8 + recordio.IR_SIZE)
+        f.write(b"\x00" * len(payload))
+    name = (data / "train.lst").read_text().splitlines()[key].split("\t")[-1]
+    result = launch_real(tmp_path / "run", data, steps=(2, 8), batch=4)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "failed", log.footer
+    assert f"{data / 'train.rec'}: record {key} ({name}): corrupt image" in log.footer["error"], log.footer
