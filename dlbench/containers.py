@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from pathlib import Path
 import tomllib
 
 from dlbench import __version__
+from dlbench.provenance import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONTAINERS_DIR = REPO_ROOT / "containers"
@@ -81,14 +81,6 @@ class ImagePin:
     @property
     def image_name(self) -> str:
         return f"{self.framework}.sif"
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------ the lock

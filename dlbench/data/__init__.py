@@ -15,9 +15,10 @@ environment.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+
+from dlbench.provenance import sha256_file
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA = "dlbench.dataset/1"
@@ -25,14 +26,6 @@ MANIFEST_SCHEMA = "dlbench.dataset/1"
 
 class DataError(Exception):
     """A dataset problem, said in one line that names the file or directory."""
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def file_entry(path: str | os.PathLike, root: str | os.PathLike) -> dict:
