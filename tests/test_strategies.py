@@ -222,3 +222,12 @@ def test_horovod_environment_without_horovodrun():
     }
     # above MultiWorkerMirrored's per-rank ports and inside Slurm's port block of the job
     assert 4 <= _horovod.RENDEZVOUS_OFFSET < 100
+
+
+def test_horovod_start_without_horovod_names_the_reason():
+    """The one Horovod entry point of the runners: here Horovod is not installed."""
+    from dlbench.runners import _horovod
+    from dlbench.runners.base import Distributed
+
+    with pytest.raises(RuntimeError, match="horovod: Horovod is not in the framework environment's lock"):
+        _horovod.start("horovod.no_such_framework", Distributed(world_size=2, local_world_size=2))

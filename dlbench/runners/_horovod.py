@@ -81,3 +81,20 @@ def prepare(dist) -> object | None:
     server._listen_thread.start()
     server.init(get_host_assignments(hosts, dist.world_size))
     return server
+
+
+def start(module: str, dist):
+    """Import Horovod's framework module (e.g. "horovod.torch"), set up the rendezvous and
+    `hvd.init()`. Returns (hvd, the rendezvous server or None); a missing Horovod raises with
+    the reason its cells are unavailable here."""
+    import importlib
+
+    try:
+        hvd = importlib.import_module(module)
+    except ImportError as exc:
+        raise RuntimeError(f"horovod: {UNAVAILABLE} ({exc})") from exc
+    rendezvous = prepare(dist)
+    hvd.init()
+    if hvd.size() != dist.world_size:
+        raise RuntimeError(f"horovod: size {hvd.size()}, expected {dist.world_size}")
+    return hvd, rendezvous

@@ -140,13 +140,7 @@ class Runner(BaseRunner):
         """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod)."""
         from dlbench.runners import _horovod
 
-        try:
-            import horovod.torch as hvd
-        except ImportError as exc:
-            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
-        self._rendezvous = _horovod.prepare(self.spec.dist)
-        hvd.init()
-        self.hvd = hvd
+        self.hvd, self._rendezvous = _horovod.start("horovod.torch", self.spec.dist)
 
     def _distributed_optimizer(self, optimizer):
         """Horovod: all-reduce gradients in the optimizer; every rank starts from rank 0's state."""

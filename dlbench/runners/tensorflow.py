@@ -578,15 +578,7 @@ class Runner(BaseRunner):
     def _import_horovod(self) -> None:
         from dlbench.runners import _horovod
 
-        try:
-            import horovod.tensorflow as hvd
-        except ImportError as exc:
-            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
-        self._rendezvous = _horovod.prepare(self.spec.dist)
-        hvd.init()
-        if hvd.size() != self.spec.dist.world_size:
-            raise RuntimeError(f"horovod: size {hvd.size()}, expected {self.spec.dist.world_size}")
-        self.hvd = hvd
+        self.hvd, self._rendezvous = _horovod.start("horovod.tensorflow", self.spec.dist)
 
     def _make_strategy(self):
         tf, spec = self.tf, self.spec
