@@ -398,15 +398,7 @@ class Runner(BaseRunner):
     def _import_horovod(self) -> None:
         from dlbench.runners import _horovod
 
-        try:
-            import horovod.mxnet as hvd
-        except ImportError as exc:
-            raise RuntimeError(f"horovod: {_horovod.UNAVAILABLE} ({exc})") from exc
-        self._rendezvous = _horovod.prepare(self.spec.dist)
-        hvd.init()
-        if hvd.size() != self.world:
-            raise RuntimeError(f"horovod: size {hvd.size()}, expected {self.world}")
-        self.hvd = hvd
+        self.hvd, self._rendezvous = _horovod.start("horovod.mxnet", self.spec.dist)
 
     def _start_engine(self) -> None:
         """Run a few tiny operators so that MXNet starts its engine worker threads, the
