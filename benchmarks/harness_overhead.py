@@ -75,7 +75,9 @@ def run_plain(fw: str, args) -> float:
         f"--threads={args.threads}",
     ]
     out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"([0-9.]+) images/s", out).group(1))
+    # pytorch/mxnet baselines print "N images/s", tensorflow's "images_per_s=N"
+    found = re.search(r"([0-9.]+) images/s|images_per_s=([0-9.]+)", out)
+    return float(found.group(1) or found.group(2))
 
 
 def main() -> None:
