@@ -31,6 +31,8 @@ BIG = {
         "models": ["resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"],
         "batch_per_device": [1, 2, 4, 8, 16, 32, 64, 128],
         "precision": ["fp32", "amp"],
+        "data": ["synthetic"],
+        "exclude": [],
         "scales": ["1x1", "1x4", "2x4", "4x4"],
         "strategies": {"tensorflow": ["multi_worker_mirrored"], "pytorch": ["ddp"], "mxnet": ["dist_sync"]},
     },
@@ -40,6 +42,8 @@ BIG = {
 
 def dry_run(config_path: Path) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as work:
+        # The grid file is merged over config/config.yaml: both grids set every grid key the
+        # embedded default sets (data, exclude), so the default does not leak into them.
         shutil.copytree(REPO / "config", Path(work) / "config")
         start = time.perf_counter()
         out = subprocess.run(

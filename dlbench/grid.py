@@ -47,8 +47,10 @@ def check_semantics(config: dict) -> None:
         if model not in CATALOGUE:
             raise ConfigError(f"grid.models: unknown model {model!r}; known: {sorted(CATALOGUE)}")
     for fw, strategies in grid.get("strategies", {}).items():
-        if fw not in grid["frameworks"]:
-            raise ConfigError(f"grid.strategies.{fw}: framework {fw!r} is not in grid.frameworks")
+        # A known framework outside the grid is fine (a grid file merged over the default
+        # keeps the default's strategies); an unknown name is a typo.
+        if fw not in known:
+            raise ConfigError(f"grid.strategies.{fw}: unknown framework {fw!r}; known: {known}")
         offered = capabilities(fw)["strategies"]
         for s in strategies:
             if s not in offered:

@@ -58,7 +58,12 @@ def test_bad_config_one_clear_error_and_nothing_written(tmp_path, override, expe
 
 def test_dry_run_lists_exactly_the_grid(tmp_path):
     override = {
-        "grid": {"models": ["resnet50", "vgg16"], "batch_per_device": [1, 8, 32], "scales": ["1x1", "1x2"]},
+        "grid": {
+            "models": ["resnet50", "vgg16"],
+            "batch_per_device": [1, 8, 32],
+            "scales": ["1x1", "1x2"],
+            "data": ["synthetic"],
+        },
         "protocol": {"preset": "caict2020", "repeats": 3},
     }
     result = dry_run(tmp_path, override)
@@ -68,3 +73,14 @@ def test_dry_run_lists_exactly_the_grid(tmp_path):
     # One training rule per job shape: 1x1 and 1x2 (DDP, a process per device).
     assert counts["train_1x1"] == "18" and counts["train_1x2"] == "18"
     assert counts["aggregate"] == "1" and counts["report_document"] == "1"
+
+
+def test_seed_grid_files_set_every_grid_key_the_default_sets():
+    """`--configfile grid.yaml` is merged over config/config.yaml key by key: a grid file that
+    leaves out a filter (exclude, only) would silently inherit the default's."""
+
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())["grid"]
+    for path in sorted((REPO / "config/grids").glob("*.yaml")):
+        grid = yaml.safe_load(path.read_text())["grid"]
+        missing = sorted(set(default) - set(grid) - {"strategies"})
+        assert not missing, f"{path.name} inherits grid.{missing} from config/config.yaml"

@@ -97,3 +97,11 @@ def test_real_data_without_an_input_pipeline_is_an_unavailable_cell(monkeypatch)
     assert {r.data for r in g.runs} == {"synthetic"}
     assert {c.data for c in g.unavailable} == {"real"}
     assert all("input pipeline" in why for why in g.unavailable.values())
+
+
+def test_strategies_of_a_known_framework_outside_the_grid_are_ignored_but_a_typo_is_not():
+    merged = config(strategies={"pytorch": ["ddp"], "mxnet": ["dist_sync"]})
+    grid.check_semantics(merged)  # mxnet is known, just not in this grid (a merged default)
+    merged["grid"]["strategies"]["pytorh"] = ["ddp"]
+    with pytest.raises(grid.ConfigError, match="grid.strategies.pytorh: unknown framework"):
+        grid.check_semantics(merged)
