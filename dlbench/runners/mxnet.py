@@ -141,6 +141,7 @@ import threading
 import time
 
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.runners import _servers
 from dlbench.runners.base import Runner as BaseRunner
 
 FRAMEWORK = "mxnet"
@@ -204,17 +205,12 @@ PS_GRACE_S = 30  # scheduler/server exit after the workers finalised
 
 # The scheduler / server process: guard against an orphaned parameter server, then
 # `import mxnet`, which (with DMLC_ROLE=scheduler|server) runs the ps-lite loop and exits.
-_PS_PROCESS_CODE = """
-import os, sys, threading, time
-parent = int(sys.argv[1])
-def _watch():
-    while True:
-        if os.getppid() != parent:
-            os._exit(3)
-        time.sleep(1.0)
-threading.Thread(target=_watch, daemon=True).start()
+_PS_PROCESS_CODE = (
+    _servers.ORPHAN_GUARD
+    + """
 import mxnet
 """
+)
 
 
 def _is_loopback(addr: str) -> bool:

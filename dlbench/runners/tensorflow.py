@@ -43,6 +43,7 @@ import sys
 import time
 
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.runners import _servers
 from dlbench.runners.base import Runner as BaseRunner
 
 FRAMEWORK = "tensorflow"
@@ -365,15 +366,10 @@ def node_servers(cluster: dict, node: int) -> list[tuple[str, int]]:
 
 
 # A worker / PS server: guard against an orphan, then serve until killed.
-_SERVER_CODE = """
-import json, os, sys, threading, time
-parent = int(sys.argv[1])
-def _watch():
-    while True:
-        if os.getppid() != parent:
-            os._exit(3)
-        time.sleep(1.0)
-threading.Thread(target=_watch, daemon=True).start()
+_SERVER_CODE = (
+    _servers.ORPHAN_GUARD
+    + """
+import json
 conf = json.loads(sys.argv[2])
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(conf["intra"])
@@ -385,6 +381,7 @@ server = tf.distribute.Server(
 )
 server.join()
 """
+)
 
 
 def start_ps_servers(spec, cluster: dict, node: int) -> list:
