@@ -105,4 +105,3 @@ def test_real_data_cells_carry_their_ratio_to_synthetic_and_the_data_wait(tmp_pa
     assert by_data.loc["real", "real_vs_synthetic"] == pytest.approx(0.25)
     assert by_data.loc["real", "data_wait_fraction"] == pytest.approx(0.75)
     assert math.isnan(by_data.loc["synthetic", "real_vs_synthetic"])
-
