@@ -49,11 +49,11 @@ def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
 def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
     """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
-    world = coords.processes
+    step_logs = coords.processes
     row: dict = {**coords.as_dict(), "devices": coords.devices, "status": "ok", "reason": "", "throughput": math.nan}
     logs: list[StepLog] = []
     problems: list[str] = []
-    for rank in range(world):
+    for rank in range(step_logs):
         path = run_dir / rank_log_name(rank)
         if not path.exists():
             problems.append(f"rank {rank}: no step log")
@@ -61,7 +61,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         log = read_steplog(path)
         logs.append(log)
         problems.extend(f"rank {rank}: {p}" for p in log.problems if not p.startswith("missing footer"))
-    row["log_files"] = ";".join(str(Path(coords.run_dir) / rank_log_name(r)) for r in range(world))
+    row["log_files"] = ";".join(str(Path(coords.run_dir) / rank_log_name(r)) for r in range(step_logs))
     row["log_sha256"] = ";".join(sha256_file(log.path) for log in logs)
 
     statuses = [log.status for log in logs]
@@ -179,6 +179,16 @@ def add_real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
     ratio = merged["throughput"] / merged["synthetic_throughput"]
     merged["real_vs_synthetic"] = ratio.where(merged["data"] == "real")
     return merged.drop(columns=["synthetic_throughput"])
+
+
+def real_data_pairs(cells: pd.DataFrame) -> pd.DataFrame:
+    """Real-data cells that have a number and a synthetic twin, with the twin's throughput
+    (`synthetic_throughput`), in model/batch/precision/framework/devices order."""
+    if "real_vs_synthetic" not in cells:
+        return cells.iloc[0:0].assign(synthetic_throughput=[])
+    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
+    real = real.assign(synthetic_throughput=real["throughput"] / real["real_vs_synthetic"])
+    return real.sort_values(["model", "batch", "precision", "framework", "devices", "strategy"])
 
 
 def _mean_of_ok(group: pd.DataFrame, column: str) -> float:

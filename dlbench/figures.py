@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from dlbench.aggregate import real_data_pairs  # noqa: E402
 from dlbench.coords import Scale  # noqa: E402
 from dlbench.models import CATALOGUE, sample_unit  # noqa: E402
 from dlbench.tables import STATUS_TEXT as STATUS_LABELS  # noqa: E402
@@ -144,22 +145,16 @@ def speedup_figure(cells: pd.DataFrame, path: str) -> None:
     plt.close(fig)
 
 
-def data_comparison(cells: pd.DataFrame) -> pd.DataFrame:
-    """Real-data cells beside their synthetic twins: one row per pair with a number."""
-    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
-    return real.sort_values(["model", "batch", "precision", "framework", "devices", "strategy"])
-
-
 def data_figure(cells: pd.DataFrame, path: str) -> None:
     """Synthetic vs real data per framework and scale (seed 000's comparison), each real bar
     labelled with its ratio to synthetic and the share of step time spent waiting for data."""
-    pairs = data_comparison(cells)
+    pairs = real_data_pairs(cells)
     groups = list(pairs.groupby(["model", "batch", "precision"], sort=True))
     fig, axes = _grid(max(1, len(groups)))
     for ax, ((model, batch, precision), group) in zip(axes, groups, strict=False):
         labels = []
         for j, (_, real) in enumerate(group.iterrows()):
-            synthetic = real["throughput"] / real["real_vs_synthetic"]
+            synthetic = real["synthetic_throughput"]
             ax.bar(
                 j - 0.2,
                 synthetic,

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from dlbench import slurm
 from dlbench.coords import RunCoords, Scale
-from dlbench.runners import processes_per_node
 
 
 @dataclass(frozen=True, order=True)
@@ -61,8 +60,7 @@ class JobShape:
 
 
 def job_shape(run: RunCoords) -> JobShape:
-    scale = Scale.parse(run.scale)
-    return JobShape(run.scale, processes_per_node(run.framework, run.strategy, scale.devices_per_node))
+    return JobShape(run.scale, run.layout.tasks_per_node)
 
 
 def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:

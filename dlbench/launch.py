@@ -216,14 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     if dist is not None:
         return run_as_rank(args, dist)
     run_dir = Path(args.run_dir)
+    tasks = coords_from(args).tasks
     if args.launcher == "srun":
         from dlbench import slurm
 
         # Slurm ended an earlier attempt (scancel, time limit) before it wrote launch.json:
         # a retry moves its files to attempt<k>/; a later invocation records it as it ended.
-        recorded = slurm.previous_attempt(run_dir, coords_from(args).tasks)
+        recorded = slurm.previous_attempt(run_dir, tasks)
         if recorded is not None:
-            write_launch_record(args, coords_from(args).tasks, recorded, time.monotonic())
+            write_launch_record(args, tasks, recorded, time.monotonic())
             return 0
     existing = sorted(run_dir.glob("rank*.steps.jsonl"))
     if existing:
@@ -233,7 +234,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    world = coords_from(args).tasks
     if args.launcher == "srun":
         from dlbench import slurm
 
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         # Even one rank runs in its own process: a framework that aborts (e.g. TensorFlow
         # on an mmap failure under the memory cap) must not take the launcher with it.
         exit_codes = launch_local(args, argv)
-    write_launch_record(args, world, exit_codes, started)
+    write_launch_record(args, tasks, exit_codes, started)
     return 0
 
 

@@ -26,6 +26,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from dlbench import figures as figs
 from dlbench import findings as fnd
 from dlbench import tables
+from dlbench.aggregate import real_data_pairs
 from dlbench.coords import SINGLE_DEVICE, CellKey, Scale
 from dlbench.models import CATALOGUE, sample_unit
 from dlbench.steplog import read_steplog
@@ -473,9 +474,7 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
 
 def data_comparison(cells: pd.DataFrame, png: Path) -> tuple[list[dict], str | None]:
     """Rows and figure of real-data cells beside their synthetic twins (none: no such pair)."""
-    if "real_vs_synthetic" not in cells:
-        return [], None
-    pairs = figs.data_comparison(cells)
+    pairs = real_data_pairs(cells)
     if pairs.empty:
         return [], None
     rows = [
@@ -484,7 +483,7 @@ def data_comparison(cells: pd.DataFrame, png: Path) -> tuple[list[dict], str | N
             "scale": figs.scale_text(c["scale"], c["strategy"]),
             "batch": c["batch"],
             "precision": c["precision"],
-            "synthetic": f"{c['throughput'] / c['real_vs_synthetic']:.1f}",
+            "synthetic": f"{c['synthetic_throughput']:.1f}",
             "real": f"{c['throughput']:.1f}",
             "ratio": f"{c['real_vs_synthetic']:.2f}",
             "wait": f"{c['data_wait_fraction']:.1%}" if _finite(c.get("data_wait_fraction")) else "—",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.aggregate import cells_table, runs_table
+from dlbench.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.coords import Scale
 from dlbench.grid import Grid
 from dlbench.models import CATALOGUE, sample_unit
@@ -89,9 +89,9 @@ def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
     """Each real-data cell with a number beside its synthetic twin: ratio and data-wait share."""
-    if "real_vs_synthetic" not in cells:
+    real = real_data_pairs(cells)
+    if real.empty:
         return pd.DataFrame()
-    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
     return pd.DataFrame(
         {
             "model": real["model"],
@@ -99,7 +99,7 @@ def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
             "scale": [scale_label(s, st) for s, st in zip(real["scale"], real["strategy"], strict=True)],
             "batch": real["batch"],
             "precision": real["precision"],
-            "synthetic": (real["throughput"] / real["real_vs_synthetic"]).round(1),
+            "synthetic": real["synthetic_throughput"].round(1),
             "real": real["throughput"].round(1),
             "real / synthetic": real["real_vs_synthetic"].round(3),
             "data wait": real["data_wait_fraction"].map(lambda w: f"{w:.1%}" if w == w else ""),

@@ -50,8 +50,10 @@ def test_single_device_cuda_asks_one_gpu_and_no_srun():
 
 
 def test_one_strategy_name_with_two_layouts_is_refused(monkeypatch):
-    layouts = {("tensorflow", "shared"): 1, ("pytorch", "shared"): 2}
-    monkeypatch.setattr(jobs, "processes_per_node", lambda fw, strategy, per_node: layouts[(fw, strategy)])
+    from dlbench import runners
+
+    per_node = {("tensorflow", "shared"): 1, ("pytorch", "shared"): 2}
+    monkeypatch.setattr(runners, "layout", lambda fw, strategy, scale: runners.Layout(per_node[(fw, strategy)], 1, 2))
     runs = [make_coords(framework=fw, scale="1x2", strategy="shared") for fw in ("tensorflow", "pytorch")]
     with pytest.raises(ValueError, match="'shared' at scale 1x2"):
         jobs.shapes(runs)

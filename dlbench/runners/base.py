@@ -9,8 +9,10 @@ importing its framework (the analysis environment imports it to validate config)
     STRATEGIES  multi-device strategies it offers (the single-device strategy is implicit)
     PRECISIONS  precisions it offers
     DATA        optional: input kinds it has pipelines for, ("synthetic", "real")
-    PROCESS_PER_NODE_STRATEGIES
-                optional: strategies in which one process drives all devices of its node
+    PROCESS_PER_NODE_STRATEGIES, COORDINATOR_STRATEGIES, SINGLE_NODE_STRATEGIES,
+    CUDA_ONLY_STRATEGIES, UNAVAILABLE_STRATEGIES
+                optional: how strategies are laid out in processes and where they cannot
+                run (read by `dlbench.runners.capabilities` / `layout`)
     Runner      a subclass of `Runner` below
 
 The timing loop, warm-up/measure window, progress output, error classification and
@@ -74,7 +76,8 @@ class Runner:
         """Import the framework's modules (before the memory cap is applied)."""
 
     def build(self) -> None:
-        """Initialise the strategy, create model, optimizer and on-device synthetic batch."""
+        """Initialise the strategy, create model, optimizer and the on-device synthetic batch
+        or the real-data input pipeline."""
         raise NotImplementedError
 
     def next_batch(self):
