@@ -1,24 +1,14 @@
 """PyTorch runner: torchvision CNNs (SGD with momentum), Hugging Face BertForPreTraining
-(Adam), DDP across devices.
-
-The best-known fast path is used: channels-last memory format for CNNs, a synthetic
-batch created once on the device, `zero_grad(set_to_none=True)`, foreach optimizer,
-bf16 autocast on CPU / fp16 autocast + GradScaler on CUDA, optional `torch.compile`.
-
-Real data (`data: real`), as NVIDIA's and PyTorch's ImageNet examples feed a GPU: a
-`DataLoader` over the ImageFolder tree with `data_workers` worker processes that decode
-and augment (RandomResizedCrop, horizontal flip) into uint8 tensors, a
-`DistributedSampler` under DDP (each rank its own shard), pinned memory and non-blocking
-copies on CUDA; conversion to float, normalisation and channels-last run on the device
-inside the step. BERT reads the tokenised examples (dlbench.data.bert) from memory.
-"""
+(Adam), DDP across devices. docs/frameworks/pytorch.md explains the fast path, the input
+pipelines and the strategies. Importing this package does not import torch."""
 
 from __future__ import annotations
 
-import os
-
-from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.pytorch import models, pipeline, strategies
+from dlbench.runners.pytorch.pipeline import use_dali
+from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
 
 FRAMEWORK = "pytorch"
 MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
@@ -36,19 +26,6 @@ def _horovod_unavailable() -> str:
 
 # Horovod does not build against the locked torch (README, Strategies): its cells say why.
 UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
-# ImageNet's per-channel mean and standard deviation (0-255 scale), as torchvision's models expect.
-_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-
-_TORCHVISION_BUILDERS = {
-    "resnet50": ("resnet50", {}),
-    "resnet152": ("resnet152", {}),
-    "vgg16": ("vgg16", {}),
-    # aux_logits off: the auxiliary head is a training-time regulariser whose cost
-    # the CAICT/tf_cnn numbers do not include either.
-    "inception_v3": ("inception_v3", {"aux_logits": False, "init_weights": True}),
-    "alexnet": ("alexnet", {}),
-}
 
 
 class Runner(BaseRunner):
@@ -61,196 +38,76 @@ class Runner(BaseRunner):
 
     def build(self) -> None:
         import torch
-        import torchvision
 
         spec = self.spec
         self.torch = torch
         torch.manual_seed(spec.seed)
         torch.set_num_threads(spec.threads)
-        on_cuda = spec.device == "cuda"
-        if on_cuda:
-            torch.cuda.set_device(spec.dist.local_rank)
-            self.device = torch.device("cuda", spec.dist.local_rank)
-            torch.backends.cudnn.benchmark = True
-        else:
-            self.device = torch.device("cpu")
-
-        self.horovod = spec.coords.strategy == "horovod"
-        self.distributed = spec.dist.world_size > 1 and not self.horovod
-        if self.horovod:
-            self._init_horovod()
-        elif self.distributed:
-            import torch.distributed as dist
-
-            os.environ.setdefault("MASTER_ADDR", spec.dist.master_addr)
-            os.environ.setdefault("MASTER_PORT", str(spec.dist.master_port))
-            dist.init_process_group(
-                backend="nccl" if on_cuda else "gloo",
-                rank=spec.dist.rank,
-                world_size=spec.dist.world_size,
-            )
-
+        self.device = self._device()
+        self.strategy = strategies.for_run(spec)
+        self.strategy.start(spec, self.device)
         self.is_text = CATALOGUE[spec.coords.model]["kind"] == "text"
-        if self.is_text:
-            model = _bert_for_pretraining().to(self.device)
-        else:
-            name, kwargs = _TORCHVISION_BUILDERS[spec.coords.model]
-            model = getattr(torchvision.models, name)(weights=None, num_classes=IMAGE_CLASSES, **kwargs)
-            model = model.to(self.device, memory_format=torch.channels_last)
+        model = self._model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        if self.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
-            model = DistributedDataParallel(model, device_ids=[spec.dist.local_rank] if on_cuda else None)
+        model = self.strategy.wrap_model(model, spec, self.device)
         if spec.compile:
             model = torch.compile(model)
         self.model = model.train()
-        generator = torch.Generator().manual_seed(spec.seed)
         self.real_data = spec.coords.data == "real"
         self.dali = False
-        if self.is_text:
-            self.optimizer = self._distributed_optimizer(torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True))
-            if self.real_data:
-                self.batches = _forever(self._text_loader())
-            else:
-                self.inputs = {k: v.to(self.device) for k, v in _pretraining_batch(torch, spec, generator).items()}
-        else:
-            self.optimizer = self._distributed_optimizer(
-                torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
-            )
-            self.loss_fn = torch.nn.CrossEntropyLoss()
-            size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
-            if self.real_data:
-                self.dali = use_dali(spec.device)
-                self.batches = self._dali_loader(size) if self.dali else _forever(self._image_loader(size))
-                self.mean = torch.tensor(_MEAN, device=self.device).view(1, 3, 1, 1)
-                self.std = torch.tensor(_STD, device=self.device).view(1, 3, 1, 1)
-            else:
-                images = torch.randn(spec.batch, 3, size, size, generator=generator)
-                labels = torch.randint(0, IMAGE_CLASSES, (spec.batch,), generator=generator)
-                self.images = images.to(self.device).contiguous(memory_format=torch.channels_last)
-                self.labels = labels.to(self.device)
-
+        self._optimizer()
+        self._inputs(torch.Generator().manual_seed(spec.seed))
         amp = spec.coords.precision == "amp"
+        on_cuda = self.device.type == "cuda"
         self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
 
-    # --------------------------------------------------------------- horovod
-    def _init_horovod(self) -> None:
-        """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod)."""
-        from dlbench.runners import _horovod
+    def _device(self):
+        torch, spec = self.torch, self.spec
+        if spec.device != "cuda":
+            return torch.device("cpu")
+        torch.cuda.set_device(spec.dist.local_rank)
+        torch.backends.cudnn.benchmark = True
+        return torch.device("cuda", spec.dist.local_rank)
 
-        self.hvd, self._rendezvous = _horovod.start("horovod.torch", self.spec.dist)
+    def _model(self):
+        if self.is_text:
+            return models.bert_for_pretraining().to(self.device)
+        model = models.image_model(self.spec.coords.model)
+        return model.to(self.device, memory_format=self.torch.channels_last)
 
-    def _distributed_optimizer(self, optimizer):
-        """Horovod: all-reduce gradients in the optimizer; every rank starts from rank 0's state."""
-        if not self.horovod:
-            return optimizer
-        hvd = self.hvd
-        hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-        return hvd.DistributedOptimizer(optimizer, named_parameters=self.model.named_parameters())
+    def _optimizer(self) -> None:
+        torch, params = self.torch, self.model.parameters()
+        if self.is_text:
+            optimizer = torch.optim.Adam(params, lr=ADAM_LR, foreach=True)
+        else:
+            optimizer = torch.optim.SGD(params, lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=True)
+            self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.optimizer = self.strategy.wrap_optimizer(optimizer, self.model)
 
-    # ------------------------------------------------------------- real data
-    def _sampler(self, dataset):
-        if self.spec.dist.world_size == 1:
-            return None
-        from torch.utils.data.distributed import DistributedSampler
-
-        dist = self.spec.dist
-        return DistributedSampler(
-            dataset, num_replicas=dist.world_size, rank=dist.rank, shuffle=True, seed=self.spec.seed, drop_last=True
-        )
-
-    def _loader(self, dataset, workers: int):
-        from torch.utils.data import DataLoader
-
-        sampler = self._sampler(dataset)
-        if len(dataset) // max(1, self.spec.dist.world_size) < self.spec.batch:
-            raise ValueError(
-                f"{self.spec.data_dir}: {len(dataset)} examples cannot fill a batch of {self.spec.batch} "
-                f"on each of {self.spec.dist.world_size} ranks"
-            )
-        return DataLoader(
-            dataset,
-            batch_size=self.spec.batch,
-            shuffle=sampler is None,
-            sampler=sampler,
-            num_workers=workers,
-            pin_memory=self.device.type == "cuda",
-            drop_last=True,
-            persistent_workers=workers > 0,
-            prefetch_factor=4 if workers > 0 else None,
-            generator=self.torch.Generator().manual_seed(self.spec.seed),
-        )
-
-    def _image_loader(self, size: int):
-        from torchvision.transforms import v2
-
-        from dlbench.data import imagefolder
-
-        transform = v2.Compose(
-            [v2.PILToTensor(), v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()]
-        )
-        dataset = imagefolder.dataset(self.spec.data_dir, "train", transform=transform)
-        dataset.loader = _load_rgb  # names the file when a JPEG does not decode
-        return self._loader(dataset, self.spec.data_workers)
-
-    def _dali_loader(self, size: int):
-        """NVIDIA DALI on a GPU (seed 002's default): the reader shards the ImageFolder tree by
-        rank, nvJPEG decodes with a random crop ("mixed": on the GPU), then resize, flip and
-        normalise on the GPU. Labels: sorted class directories, as ImageFolder's."""
-        from nvidia.dali import fn, pipeline_def, types
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-        from dlbench.data import imagefolder
-
-        spec, dist = self.spec, self.spec.dist
-
-        @pipeline_def(batch_size=spec.batch, num_threads=spec.data_workers, device_id=dist.local_rank, seed=spec.seed)
-        def images():
-            jpegs, labels = fn.readers.file(
-                file_root=imagefolder.split_root(spec.data_dir, "train"),
-                random_shuffle=True,
-                shard_id=dist.rank,
-                num_shards=dist.world_size,
-                name="reader",
-            )
-            decoded = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
-            resized = fn.resize(decoded, resize_x=size, resize_y=size)
-            normalised = fn.crop_mirror_normalize(
-                resized,
-                dtype=types.FLOAT,
-                output_layout="CHW",
-                mean=list(_MEAN),
-                std=list(_STD),
-                mirror=fn.random.coin_flip(probability=0.5),
-            )
-            return normalised, labels.gpu()
-
-        pipe = images()
-        pipe.build()
-        loader = DALIGenericIterator(
-            pipe, ["images", "labels"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True
-        )
-        return _dali_batches(loader)
-
-    def _text_loader(self):
-        from torch.utils.data import TensorDataset
-
-        from dlbench.data import bert
-
-        arrays = bert.load_examples(self.spec.data_dir)
-        torch = self.torch
-        fields = (
-            arrays["input_ids"],
-            arrays["segment_ids"],
-            arrays["input_mask"],
-            bert.mlm_labels(arrays),
-            arrays["next_sentence_labels"].reshape(-1),
-        )
-        # Tokenised examples sit in memory: no decoding for workers to do.
-        return self._loader(TensorDataset(*(torch.from_numpy(a).long() for a in fields)), 0)
+    def _inputs(self, generator) -> None:
+        """The synthetic batch on the device, or the real-data pipeline."""
+        torch, spec = self.torch, self.spec
+        if self.is_text:
+            if self.real_data:
+                self.batches = pipeline.forever(pipeline.text_loader(spec, self.device))
+            else:
+                batch = models.pretraining_batch(torch, spec, generator)
+                self.inputs = {k: v.to(self.device) for k, v in batch.items()}
+            return
+        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        if self.real_data:
+            self.dali = use_dali(spec.device)
+            if self.dali:
+                self.batches = pipeline.dali_loader(spec, size)
+            else:
+                self.batches = pipeline.forever(pipeline.image_loader(spec, self.device, size))
+            self.mean = torch.tensor(IMAGENET_MEAN, device=self.device).view(1, 3, 1, 1)
+            self.std = torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1)
+        else:
+            images, labels = models.image_batch(torch, spec, size, generator)
+            self.images = images.to(self.device).contiguous(memory_format=torch.channels_last)
+            self.labels = labels.to(self.device)
 
     def next_batch(self):
         if not self.real_data:
@@ -321,94 +178,18 @@ class Runner(BaseRunner):
             "memory_format": None if self.is_text else "channels_last",
         }
         if getattr(self, "real_data", False):
-            if self.is_text:
-                info["input_pipeline"] = "DataLoader over tokenised examples in memory"
-            elif self.dali:
-                info["input_pipeline"] = (
-                    f"NVIDIA DALI (nvJPEG mixed decode, random crop, flip; {self.spec.data_workers} threads)"
-                )
-            else:
-                info["input_pipeline"] = (
-                    f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
-                )
+            info["input_pipeline"] = self._input_pipeline()
         if self.device.type == "cuda":
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         return info
 
+    def _input_pipeline(self) -> str:
+        if self.is_text:
+            return "DataLoader over tokenised examples in memory"
+        if self.dali:
+            return f"NVIDIA DALI (nvJPEG mixed decode, random crop, flip; {self.spec.data_workers} threads)"
+        return f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
+
     def close(self) -> None:
-        if getattr(self, "horovod", False) and hasattr(self, "hvd"):
-            self.hvd.shutdown()
-            if getattr(self, "_rendezvous", None) is not None:
-                self._rendezvous.stop()
-        if getattr(self, "distributed", False):
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-
-
-def use_dali(device: str) -> bool:
-    """Real images through NVIDIA DALI when it is installed and the run is on CUDA (as seed 002
-    did), unless DLBENCH_DALI=0; the header's input_pipeline says which ran."""
-    if device != "cuda" or os.environ.get("DLBENCH_DALI", "1") == "0":
-        return False
-    import importlib.util
-
-    return importlib.util.find_spec("nvidia.dali") is not None
-
-
-def _dali_batches(loader):
-    for (batch,) in loader:  # one dict per pipeline (one pipeline per rank)
-        yield batch["images"], batch["labels"].squeeze(-1).long()
-
-
-def _forever(loader):
-    """Batches without end: a new epoch (new shuffle, new DistributedSampler order) each pass."""
-    epoch = 0
-    while True:
-        if hasattr(loader.sampler, "set_epoch"):
-            loader.sampler.set_epoch(epoch)
-        yield from loader
-        epoch += 1
-
-
-def _load_rgb(path: str):
-    from PIL import Image
-
-    from dlbench.data import DataError
-
-    try:
-        with open(path, "rb") as f:
-            return Image.open(f).convert("RGB")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot decode image: {exc}") from exc
-
-
-def _bert_for_pretraining():
-    """BERT-base (uncased) pre-training model from its configuration: masked-LM and
-    next-sentence heads, MLM decoder tied to the word embeddings (110.1 M parameters)."""
-    from transformers import BertConfig, BertForPreTraining
-
-    config = BertConfig(
-        vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
-    )
-    return BertForPreTraining(config)
-
-
-def _pretraining_batch(torch, spec, generator) -> dict:
-    """A synthetic pre-training batch: random tokens, 15 % of positions masked-LM targets,
-    random next-sentence labels; sentence B is the second half of the sequence."""
-    batch, seq = spec.batch, spec.seq_len or CATALOGUE["bert_base"]["default_seq_len"]
-    input_ids = torch.randint(1000, 30522, (batch, seq), generator=generator)
-    masked = torch.rand(batch, seq, generator=generator) < 0.15
-    labels = torch.where(masked, input_ids, torch.full_like(input_ids, -100))
-    input_ids = torch.where(masked, torch.full_like(input_ids, 103), input_ids)  # [MASK]
-    token_type_ids = torch.zeros(batch, seq, dtype=torch.long)
-    token_type_ids[:, seq // 2 :] = 1
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": token_type_ids,
-        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-        "labels": labels,
-        "next_sentence_label": torch.randint(0, 2, (batch,), generator=generator),
-    }
+        if getattr(self, "strategy", None) is not None:
+            self.strategy.close()

@@ -1,0 +1,83 @@
+"""PyTorch's strategies, one object each: how a rank joins the run, wraps its model and its
+optimizer, and leaves (docs/frameworks/pytorch.md). Importing this module does not import torch."""
+
+from __future__ import annotations
+
+import os
+
+
+class Single:
+    """One process, one device: nothing to set up."""
+
+    def start(self, spec, device) -> None:
+        pass
+
+    def wrap_model(self, model, spec, device):
+        return model
+
+    def wrap_optimizer(self, optimizer, model):
+        return optimizer
+
+    def close(self) -> None:
+        pass
+
+
+class DDP(Single):
+    """DistributedDataParallel, one process per device: gloo on the CPU, NCCL on CUDA."""
+
+    def start(self, spec, device) -> None:
+        import torch.distributed as dist
+
+        os.environ.setdefault("MASTER_ADDR", spec.dist.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(spec.dist.master_port))
+        dist.init_process_group(
+            backend="nccl" if device.type == "cuda" else "gloo",
+            rank=spec.dist.rank,
+            world_size=spec.dist.world_size,
+        )
+
+    def wrap_model(self, model, spec, device):
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[spec.dist.local_rank] if device.type == "cuda" else None)
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class Horovod(Single):
+    """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod): the
+    optimizer all-reduces gradients; every rank starts from rank 0's state."""
+
+    hvd = None
+    rendezvous = None
+
+    def start(self, spec, device) -> None:
+        from dlbench.runners import _horovod
+
+        self.hvd, self.rendezvous = _horovod.start("horovod.torch", spec.dist)
+
+    def wrap_optimizer(self, optimizer, model):
+        hvd = self.hvd
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        return hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    def close(self) -> None:
+        if self.hvd is None:
+            return
+        self.hvd.shutdown()
+        if self.rendezvous is not None:
+            self.rendezvous.stop()
+
+
+def for_run(spec):
+    """The strategy object of `spec`: DDP whenever several ranks run without Horovod."""
+    if spec.coords.strategy == "horovod":
+        return Horovod()
+    if spec.dist.world_size > 1:
+        return DDP()
+    return Single()
