@@ -2,22 +2,28 @@
 
 Versioned JSON Lines, one file per rank (`rank<k>.steps.jsonl`):
 
-  line 1     {"type": "header", "schema": "dlbench.steplog/1", ...}   run coordinates, protocol, framework, device
+  line 1     {"type": "header", "schema": "dlbench.steplog/1", ...}   a `Header`: coordinates, protocol, device
   lines 2..  {"type": "step", "i": 0, "phase": "warmup", "t_start": .., "t_end": .., "samples": 8, "loss": 6.9}
   last line  {"type": "footer", "status": "ok" | "oom" | "failed" | "timeout" | "cancelled", "error": null}
 
-The JSON schema is `workflow/schemas/steplog.schema.json`; `read_steplog` is the one
-reader. Stdlib only, so that it imports in every framework environment.
+The JSON schema is `workflow/schemas/steplog.schema.json`; `StepLogWriter` is the one writer
+and `read_steplog` the one reader. The writer is stdlib only (it runs in every framework
+environment); the reader validates header and footer against the schema file (with a
+compiled validator, imported lazily: the analysis environment has it) and checks step
+records by hand, which keeps reading 10,000 logs fast.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMA = "dlbench.steplog/1"
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "steplog.schema.json"
 STATUSES = ("ok", "oom", "failed", "timeout", "cancelled")
 PHASES = ("warmup", "measure")
 
@@ -26,20 +32,52 @@ def rank_log_name(rank: int) -> str:
     return f"rank{rank}.steps.jsonl"
 
 
+@dataclass
+class Header:
+    """The first record of a rank's log, in the order its fields are written (the worker
+    fills it from its `RunSpec`; the schema file says which fields a reader requires)."""
+
+    run: dict  # RunCoords.as_dict()
+    protocol: dict  # preset, warmup_steps, measured_steps, statistic
+    batch: int  # per device
+    image_size: int | None
+    seq_len: int | None
+    threads: int
+    device: str
+    local_devices: int
+    compile: bool
+    rank: int
+    world_size: int
+    local_rank: int
+    node: str
+    host: str
+    pid: int
+    start_time: str  # UTC, ISO 8601
+    clock: str  # the monotonic clock t_start/t_end are read from
+    python: str
+    dlbench_version: str
+    framework: dict  # name, version, device, parameters, FLOPs (Runner.describe())
+    provenance: dict  # machine, Slurm job, environment lock hash, git commit
+
+    def record(self) -> dict:
+        return {"type": "header", "schema": SCHEMA, **dataclasses.asdict(self)}
+
+
 class StepLogWriter:
     """Writes one rank's step log; refuses to overwrite an existing log.
 
     The header is written and flushed at once (a killed run still leaves evidence);
     step records are kept in memory during the timed loop and written with the
-    footer, so no file I/O happens between timestamps.
+    footer, so no file I/O happens between timestamps. `header`: a `Header`, or a
+    mapping of header fields (tests write partial headers).
     """
 
-    def __init__(self, path: str | os.PathLike, header: dict):
+    def __init__(self, path: str | os.PathLike, header: Header | dict):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # "x": never overwrite a raw log, whatever happens upstream.
         self._file = open(self.path, "x", encoding="utf-8")
-        self._write({"type": "header", "schema": SCHEMA, **header})
+        self._write(header.record() if isinstance(header, Header) else {"type": "header", "schema": SCHEMA, **header})
         self._file.flush()
         self._closed = False
 
@@ -85,6 +123,35 @@ class StepLog:
         return [s for s in self.steps if s["phase"] == "measure"]
 
 
+# ---------------------------------------------------------------- reading
+
+
+@functools.cache
+def _record_validators() -> dict:
+    """Per record type, the schema file's branch for it, compiled once per process.
+
+    fastjsonschema (locked in the analysis environment) compiles the schema to Python:
+    ~13 µs per header and footer, where jsonschema takes ~250 µs -- 2.5 s more for 10,000 logs.
+    """
+    import fastjsonschema
+
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return {branch["properties"]["type"]["const"]: fastjsonschema.compile(branch) for branch in schema["oneOf"]}
+
+
+def schema_problem(record: dict, lineno: int) -> str | None:
+    """The first way a header or footer record breaks the schema, naming its field; None if it does not."""
+    import fastjsonschema
+
+    kind = record["type"]
+    try:
+        _record_validators()[kind](record)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        name = ".".join(str(p) for p in exc.path[1:]) or "(record)"
+        return f"line {lineno}: {kind} field {name!r} {exc.message.removeprefix(exc.name + ' ')}"
+    return None
+
+
 _NUMBER = (int, float)
 _STEP_KEYS = {"i": (int,), "phase": (str,), "t_start": _NUMBER, "t_end": _NUMBER, "samples": (int,)}
 
@@ -98,6 +165,43 @@ def _check_step(record: dict, lineno: int) -> str | None:
     if record["t_end"] < record["t_start"]:
         return f"line {lineno}: step {record['i']} ends before it starts"
     return None
+
+
+def _header_problem(record: dict) -> str | None:
+    if record.get("type") != "header":
+        return "first line is not a header record"
+    if record.get("schema") != SCHEMA:
+        return f"unknown schema version {record.get('schema')!r} (expected {SCHEMA})"
+    return schema_problem(record, 1)
+
+
+def _footer_problem(log: StepLog, record: dict, lineno: int) -> str | None:
+    if log.footer is not None:
+        return f"second footer on line {lineno}"
+    if record.get("status") not in STATUSES:
+        return f"unknown footer status {record.get('status')!r}"
+    return schema_problem(record, lineno)
+
+
+def _parse_line(line: str, lineno: int, truncated: bool) -> tuple[dict | None, str | None]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None, f"truncated last line (line {lineno})" if truncated else f"invalid JSON on line {lineno}"
+    if not isinstance(record, dict):
+        return None, f"line {lineno} is not a JSON object"
+    return record, None
+
+
+def read_header(path: str | os.PathLike) -> dict | None:
+    """The header of a rank's log if its first line is a valid one (the log's other lines unread)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            line = f.readline()
+    except OSError:
+        return None
+    record, _ = _parse_line(line.removesuffix("\n"), 1, False)
+    return record if record is not None and _header_problem(record) is None else None
 
 
 def read_steplog(path: str | os.PathLike) -> StepLog:
@@ -115,25 +219,15 @@ def read_steplog(path: str | os.PathLike) -> StepLog:
         lines.pop()
     seen_indices: set[int] = set()
     for lineno, line in enumerate(lines, start=1):
-        last = lineno == len(lines)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if last and not ends_with_newline:
-                log.problems.append(f"truncated last line (line {lineno})")
-            else:
-                log.problems.append(f"invalid JSON on line {lineno}")
-            continue
-        if not isinstance(record, dict):
-            log.problems.append(f"line {lineno} is not a JSON object")
+        record, problem = _parse_line(line, lineno, lineno == len(lines) and not ends_with_newline)
+        if record is None:
+            log.problems.append(problem)
             continue
         kind = record.get("type")
         if lineno == 1:
-            if kind != "header":
-                log.problems.append("first line is not a header record")
-                return log
-            if record.get("schema") != SCHEMA:
-                log.problems.append(f"unknown schema version {record.get('schema')!r} (expected {SCHEMA})")
+            problem = _header_problem(record)
+            if problem:
+                log.problems.append(problem)
                 return log
             log.header = record
         elif kind == "step":
@@ -146,10 +240,9 @@ def read_steplog(path: str | os.PathLike) -> StepLog:
                 seen_indices.add(record["i"])
                 log.steps.append(record)
         elif kind == "footer":
-            if log.footer is not None:
-                log.problems.append(f"second footer on line {lineno}")
-            elif record.get("status") not in STATUSES:
-                log.problems.append(f"unknown footer status {record.get('status')!r}")
+            problem = _footer_problem(log, record, lineno)
+            if problem:
+                log.problems.append(problem)
             else:
                 log.footer = record
         else:

@@ -19,7 +19,7 @@ import traceback
 from dlbench import __version__
 from dlbench.runners import framework_module
 from dlbench.runners.base import RunSpec
-from dlbench.steplog import StepLogWriter
+from dlbench.steplog import Header, StepLogWriter
 
 clock = time.perf_counter  # monotonic, highest resolution available
 
@@ -171,31 +171,31 @@ def run_rank(
     return status
 
 
-def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: dict | None) -> dict:
+def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: dict | None) -> Header:
     try:
         described = runner.describe() if runner is not None else {}
     except Exception as exc:  # describe() after a failed build may itself fail
         described = {"describe_error": str(exc)}
-    return {
-        "run": spec.coords.as_dict(),
-        "protocol": protocol,
-        "batch": spec.batch,
-        "image_size": spec.image_size,
-        "seq_len": spec.seq_len,
-        "threads": spec.threads,
-        "device": spec.device,
-        "local_devices": spec.local_devices,
-        "compile": spec.compile,
-        "rank": spec.dist.rank,
-        "world_size": spec.dist.world_size,
-        "local_rank": spec.dist.local_rank,
-        "node": spec.dist.node,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "start_time": start_time,
-        "clock": "time.perf_counter",
-        "python": platform.python_version(),
-        "dlbench_version": __version__,
-        "framework": {"name": spec.coords.framework, **described},
-        "provenance": provenance or {},
-    }
+    return Header(
+        run=spec.coords.as_dict(),
+        protocol=protocol,
+        batch=spec.batch,
+        image_size=spec.image_size,
+        seq_len=spec.seq_len,
+        threads=spec.threads,
+        device=spec.device,
+        local_devices=spec.local_devices,
+        compile=spec.compile,
+        rank=spec.dist.rank,
+        world_size=spec.dist.world_size,
+        local_rank=spec.dist.local_rank,
+        node=spec.dist.node,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        start_time=start_time,
+        clock="time.perf_counter",
+        python=platform.python_version(),
+        dlbench_version=__version__,
+        framework={"name": spec.coords.framework, **described},
+        provenance=provenance or {},
+    )

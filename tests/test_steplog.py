@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 
@@ -5,7 +6,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dlbench.steplog import SCHEMA, StepLogWriter, read_steplog
+from dlbench.steplog import SCHEMA, Header, StepLogWriter, read_header, read_steplog
 from tests.conftest import REPO, make_coords, write_run
 
 
@@ -74,3 +75,42 @@ def test_duplicate_step_indices(tmp_path):
 def test_schema_file_is_also_valid_yaml_loadable():
     # The README points at this file; keep it loadable by both json and yaml readers.
     assert yaml.safe_load((REPO / "workflow/schemas/steplog.schema.json").read_text())["title"]
+
+
+def test_header_type_covers_the_schema_and_writes_in_field_order(tmp_path):
+    schema = json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text())
+    header_branch = next(b for b in schema["oneOf"] if b["properties"]["type"]["const"] == "header")
+    names = [f.name for f in dataclasses.fields(Header)]
+    assert set(header_branch["required"]) - {"type", "schema"} <= set(names)
+    values = {name: f"{name}-value" for name in names} | {"run": make_coords().as_dict(), "rank": 0}
+    values |= {"world_size": 1, "framework": {"name": "pytorch"}, "protocol": {}, "provenance": {}}
+    path = tmp_path / "rank0.steps.jsonl"
+    writer = StepLogWriter(path, Header(**values))
+    writer.close("ok")
+    first = json.loads(path.read_text().splitlines()[0])
+    assert list(first) == ["type", "schema", *names]
+    jsonschema.validate(first, schema)
+    assert read_steplog(path).valid and read_header(path) == first
+
+
+def test_header_breaking_the_schema_names_the_field(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t.replace('"rank":0', '"rank":-1', 1))
+    assert log.header is None
+    assert any(p.startswith("line 1: header field 'rank'") for p in log.problems), log.problems
+    assert read_header(log.path) is None
+    log = _corrupt(tmp_path / "b", lambda t: t.replace('"model":"resnet50",', "", 1))
+    assert any("header field 'run'" in p and "model" in p for p in log.problems), log.problems
+
+
+def test_footer_breaking_the_schema_names_the_field(tmp_path):
+    log = _corrupt(tmp_path, lambda t: t.replace('"type":"footer"', '"type":"footer","steps_completed":-3'))
+    assert not log.valid and log.footer is None
+    assert any("footer field 'steps_completed'" in p for p in log.problems), log.problems
+    log = _corrupt(tmp_path / "b", lambda t: t.replace('"status":"ok"', '"status":"exploded"'))
+    assert "unknown footer status 'exploded'" in log.problems
+
+
+def test_read_header_of_a_log_without_one(tmp_path):
+    path = tmp_path / "rank0.steps.jsonl"
+    path.write_text('{"type":"step"}\n')
+    assert read_header(path) is None and read_header(tmp_path / "absent.jsonl") is None

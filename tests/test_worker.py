@@ -131,3 +131,20 @@ def test_data_wait_is_timed_apart_from_the_step(fake_framework, tmp_path, monkey
         assert 0.05 <= s["data_wait"] <= s["t_end"] - s["t_start"]
         # One process driving 3 devices processes 3 per-device batches a step.
         assert s["samples"] == 12
+
+
+def test_header_is_filled_from_the_run_spec(fake_framework, tmp_path):
+    import dataclasses
+    import json
+
+    import jsonschema
+
+    from dlbench.steplog import Header
+    from tests.conftest import REPO
+
+    worker.run_rank(_spec(), PROTOCOL, str(tmp_path / "rank0.steps.jsonl"), progress_every=0)
+    header = read_steplog(tmp_path / "rank0.steps.jsonl").header
+    assert list(header)[2:] == [f.name for f in dataclasses.fields(Header)]
+    assert header["run"] == make_coords().as_dict() and header["batch"] == 4 and header["image_size"] == 32
+    assert header["framework"] == {"name": "pytorch", "version": "0.0-test"} and header["protocol"] == PROTOCOL
+    jsonschema.validate(header, json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text()))
