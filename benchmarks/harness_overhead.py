@@ -1,36 +1,52 @@
-"""Harness overhead: dlbench's runner vs the plainest idiomatic loop, per framework.
+"""Harness overhead: dlbench's runner vs the fastest known plain loop(s), per framework.
 
     .venvs/analysis/bin/python benchmarks/harness_overhead.py [--frameworks pytorch tensorflow mxnet]
-        [--rounds 4] [--model resnet50] [--batch 8] [--image-size 64] [--steps 20] [--warmup 5]
-        [--variant NAME:KEY=VALUE[,KEY=VALUE…] …]
+        [--model resnet50] [--batch 8] [--image-size 224] [--steps 20] [--warmup 5] [--threads 2]
+        [--min-rounds 4] [--max-rounds 16] [--rounds N] [--tolerance 0.03] [--statistic median]
+        [--baseline FRAMEWORK:NAME …] [--variant NAME:KEY=VALUE[,KEY=VALUE…] …]
 
-The two run alternately (A B A B …) in one session so that the shared machine's drift
-hits both alike; each is a fresh process with the same model, batch, image size,
-optimizer, threads and step counts. The dlbench figure is its own statistic (measured
-samples ÷ measured window from the step log). Prints per-round images/s and the ratio
-dlbench ÷ plain (median and range over rounds). Target: ≥ 0.98.
+Baselines are `benchmarks/baselines/<framework>_<name>.py` (e.g. pytorch:eager,
+pytorch:compiled, mxnet:hybrid); a framework with no `--baseline` gets all of its files. Each
+takes --model --batch --image-size --steps --warmup --threads and prints "N images/s" (or
+"images_per_s=N"). The runner side is dlbench's launcher on a synthetic 1x1 run; its figure is
+its own statistic (measured samples ÷ measured window from the step log).
 
-`--variant` (repeatable) runs the dlbench side once per variant in every round, each with
-extra environment variables (e.g. `--variant waitall:DLBENCH_MXNET_SYNC=waitall --variant
-loss:DLBENCH_MXNET_SYNC=loss`), each variant's ratio against the same round's plain run; the
-order of plain and variants rotates from round to round.
+Every round runs each baseline and each runner variant once, as fresh processes with the same
+model, batch, image size, optimizer, threads and step counts, in an order that rotates from
+round to round, so that the shared machine's drift hits all alike. The best baseline is the
+one with the highest median throughput over the rounds; each round gives the ratio runner ÷
+that baseline's run of the same round. Rounds continue (at least --min-rounds) until the 95 %
+percentile-bootstrap interval (dlbench.stats.bootstrap_ci, seeded) of the median of the
+per-round ratios lies within ±tolerance of that median for every variant, or --max-rounds is
+reached. `--rounds N` runs exactly N rounds. Target: ratio ≥ 0.98.
+
+`--variant` (repeatable) runs the runner once per variant in every round, each with extra
+environment variables (e.g. `--variant waitall:DLBENCH_MXNET_SYNC=waitall --variant
+loss:DLBENCH_MXNET_SYNC=loss`); without it the one variant is "dlbench".
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+BASELINES = REPO / "benchmarks" / "baselines"
 sys.path.insert(0, str(REPO))
 
+from dlbench import stats  # noqa: E402
 from dlbench.aggregate import summarize_run  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
+
+PLAIN_ENV = {"PATH": "/usr/bin:/bin"}  # runner and baselines alike: no inherited thread settings
+DEFAULT_IMAGE_SIZE = {"inception_v3": 299}  # else 224
+THROUGHPUT = re.compile(r"([0-9.]+) images/s|images_per_s=([0-9.]+)")
+FIRST_STEP = re.compile(r"first step ([0-9.]+) s")
 
 
 def run_dlbench(fw: str, args, extra_env: dict | None = None) -> float:
@@ -53,7 +69,7 @@ def run_dlbench(fw: str, args, extra_env: dict | None = None) -> float:
         subprocess.run(
             cmd,
             cwd=REPO,
-            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **(extra_env or {})},
+            env={"PYTHONPATH": str(REPO), **PLAIN_ENV, **(extra_env or {})},
             check=True,
             capture_output=True,
         )
@@ -63,63 +79,172 @@ def run_dlbench(fw: str, args, extra_env: dict | None = None) -> float:
         return row["throughput"]
 
 
-def run_plain(fw: str, args) -> float:
+def run_baseline(fw: str, name: str, args) -> tuple[float, float | None]:
+    """(images/s, seconds of the first step when the baseline prints it: compilation)."""
     cmd = [
         str(REPO / ".venvs" / fw / "bin/python"),
-        str(REPO / f"benchmarks/baselines/{fw}_plain.py"),
-        f"--model={args.model}",
-        f"--batch={args.batch}",
-        f"--image-size={args.image_size}",
-        f"--steps={args.steps}",
+        str(BASELINES / f"{fw}_{name}.py"),
+        *[f"--{k}={getattr(args, k.replace('-', '_'))}" for k in ("model", "batch", "image-size", "steps")],
         f"--warmup={args.warmup}",
         f"--threads={args.threads}",
     ]
-    out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
-    # pytorch/mxnet baselines print "N images/s", tensorflow's "images_per_s=N"
-    found = re.search(r"([0-9.]+) images/s|images_per_s=([0-9.]+)", out)
-    return float(found.group(1) or found.group(2))
+    out = subprocess.run(cmd, cwd=REPO, env=PLAIN_ENV, check=True, capture_output=True, text=True).stdout
+    found = THROUGHPUT.search(out)
+    if found is None:
+        raise RuntimeError(f"{fw}:{name} printed no throughput: {out[-500:]!r}")
+    first_step = FIRST_STEP.search(out)
+    return float(found.group(1) or found.group(2)), float(first_step.group(1)) if first_step else None
 
 
-def main() -> None:
+def available_baselines(fw: str) -> list[str]:
+    return sorted(p.stem.removeprefix(f"{fw}_") for p in BASELINES.glob(f"{fw}_*.py"))
+
+
+def chosen_baselines(specs: list[str], frameworks: list[str]) -> dict[str, list[str]]:
+    """`--baseline FW:NAME` values per framework; a framework not named gets all its baselines."""
+    chosen: dict[str, list[str]] = {}
+    for spec in specs:
+        fw, sep, name = spec.partition(":")
+        if not sep or not (BASELINES / f"{fw}_{name}.py").exists():
+            raise SystemExit(f"--baseline {spec}: no benchmarks/baselines/{fw}_{name}.py")
+        chosen.setdefault(fw, []).append(name)
+    return {fw: chosen.get(fw) or available_baselines(fw) for fw in frameworks}
+
+
+def round_order(arms: list, round_index: int) -> list:
+    shift = round_index % len(arms)
+    return arms[shift:] + arms[:shift]
+
+
+def best_baseline(throughputs: dict[str, list[float]]) -> str:
+    return max(throughputs, key=lambda name: stats.median(throughputs[name]))
+
+
+def ratio_summary(ratios: list[float], statistic: str) -> tuple[float, float, float]:
+    """(statistic of the per-round ratios, its 95 % bootstrap interval)."""
+    return (stats.statistic(statistic, ratios), *stats.bootstrap_ci(statistic, ratios))
+
+
+def within(value: float, low: float, high: float, tolerance: float) -> bool:
+    """The interval lies inside value × (1 ± tolerance); a NaN interval (one round) never does."""
+    return value * (1 - tolerance) <= low and high <= value * (1 + tolerance)
+
+
+def converged(runner: dict[str, list[float]], baseline: list[float], statistic: str, tolerance: float) -> bool:
+    for values in runner.values():
+        ratios = [r / b for r, b in zip(values, baseline, strict=True)]
+        if not within(*ratio_summary(ratios, statistic), tolerance):
+            return False
+    return True
+
+
+def measure_framework(fw: str, baselines: list[str], variants: list[str], args, run_arm) -> dict:
+    """Alternate baselines and runner variants over rounds until the interval criterion holds.
+
+    `run_arm(kind, name)` -> (images/s, first-step seconds or None), kind "baseline"/"runner".
+    """
+    arms = [("baseline", name) for name in baselines] + [("runner", name) for name in variants]
+    result = {"baseline": {name: [] for name in baselines}, "runner": {name: [] for name in variants}}
+    result.update(first_step={name: [] for name in baselines}, load=[], converged=False)
+    for r in range(args.max_rounds):
+        for kind, name in round_order(arms, r):
+            throughput, first_step = run_arm(kind, name)
+            result[kind][name].append(throughput)
+            if kind == "baseline" and first_step is not None:
+                result["first_step"][name].append(first_step)
+        result["load"].append(os.getloadavg()[0])
+        figures = ", ".join(
+            f"{name} {values[-1]:.2f}" for group in ("baseline", "runner") for name, values in result[group].items()
+        )
+        print(f"{fw} round {r + 1} (load {result['load'][-1]:.2f}): {figures} img/s", flush=True)
+        best = best_baseline(result["baseline"])
+        result["converged"] = converged(result["runner"], result["baseline"][best], args.statistic, args.tolerance)
+        if r + 1 >= args.min_rounds and result["converged"]:
+            break
+    result["rounds"] = r + 1
+    return result
+
+
+def print_summary(fw: str, result: dict, args) -> None:
+    rounds, tol = result["rounds"], args.tolerance
+    stop = "interval within" if result["converged"] else "max rounds reached, interval NOT within"
+    print(
+        f"== {fw} {args.model} bs{args.batch} {args.image_size}px {args.threads} threads, "
+        f"{args.warmup}+{args.steps} steps: {rounds} rounds ({stop} ±{tol:.0%})"
+    )
+    best = best_baseline(result["baseline"])
+    for name, values in result["baseline"].items():
+        first = result["first_step"][name]
+        compile_note = f", first step (compilation) median {stats.median(first):.1f} s" if first else ""
+        print(
+            f"   baseline {name}: median {stats.median(values):.2f} img/s{compile_note}"
+            + ("  <- best" if name == best else "")
+        )
+    for variant, values in result["runner"].items():
+        print(f"   runner {variant}: median {stats.median(values):.2f} img/s")
+        for name, base in result["baseline"].items():
+            value, low, high = ratio_summary([r / b for r, b in zip(values, base, strict=True)], args.statistic)
+            print(
+                f"   {variant} ÷ {name}: {args.statistic} of per-round ratios {value:.3f}, "
+                f"95 % bootstrap interval [{low:.3f}, {high:.3f}]" + ("  <- the ratio" if name == best else "")
+            )
+    load = result["load"]
+    print(
+        f"   load average (1 min) after each round: {min(load):.2f}–{max(load):.2f}; "
+        "now {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()),
+        flush=True,
+    )
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--frameworks", nargs="+", default=["pytorch", "tensorflow", "mxnet"])
-    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--model", default="resnet50")
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--image-size", type=int, help="default 224 (299 for inception_v3)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--min-rounds", type=int, default=4)
+    p.add_argument("--max-rounds", type=int, default=16)
+    p.add_argument("--rounds", type=int, help="exactly this many rounds (sets min and max)")
+    p.add_argument("--tolerance", type=float, default=0.03, help="interval half-width, relative")
+    p.add_argument("--statistic", default="median", choices=sorted(stats.STATISTICS))
+    p.add_argument("--baseline", action="append", default=[], help="FRAMEWORK:NAME (repeatable)")
     p.add_argument("--variant", action="append", default=[], help="NAME:KEY=VALUE[,KEY=VALUE...] (repeatable)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.image_size is None:
+        args.image_size = DEFAULT_IMAGE_SIZE.get(args.model, 224)
+    if args.rounds is not None:
+        args.min_rounds = args.max_rounds = args.rounds
+    if not 1 <= args.min_rounds <= args.max_rounds:
+        p.error("need 1 <= --min-rounds <= --max-rounds")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     variants = {"dlbench": {}}
     if args.variant:
         variants = {}
         for text in args.variant:
             name, _, assignments = text.partition(":")
             variants[name] = dict(a.split("=", 1) for a in assignments.split(",") if a)
+    baselines = chosen_baselines(args.baseline, args.frameworks)
     for fw in args.frameworks:
         if not (REPO / ".venvs" / fw / "bin/python").exists():
             print(f"{fw}: environment not built, skipped")
             continue
-        ratios: dict[str, list[float]] = {name: [] for name in variants}
-        order = ["plain", *variants]
-        for r in range(args.rounds):
-            shift = r % len(order)
-            results = {}
-            for name in order[shift:] + order[:shift]:
-                results[name] = run_plain(fw, args) if name == "plain" else run_dlbench(fw, args, variants[name])
-            plain = results["plain"]
-            line = [f"{fw} round {r + 1}: plain {plain:.2f} img/s"]
-            for name in variants:
-                ratios[name].append(results[name] / plain)
-                line.append(f"{name} {results[name]:.2f} img/s (ratio {results[name] / plain:.3f})")
-            print(", ".join(line), flush=True)
-        for name, values in ratios.items():
-            print(
-                f"{fw} {args.model} bs{args.batch} {args.image_size}px: {name}/plain median "
-                f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, {args.rounds} rounds)"
-            )
+        if not baselines[fw]:
+            print(f"{fw}: no benchmarks/baselines/{fw}_*.py, skipped")
+            continue
+
+        def run_arm(kind, name, fw=fw):
+            if kind == "baseline":
+                return run_baseline(fw, name, args)
+            return run_dlbench(fw, args, variants[name]), None
+
+        print_summary(fw, measure_framework(fw, baselines[fw], list(variants), args, run_arm), args)
 
 
 if __name__ == "__main__":
