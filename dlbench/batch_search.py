@@ -12,8 +12,11 @@ import json
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from dlbench.coords import SINGLE_DEVICE, RunCoords
+from dlbench.launch.request import LaunchRequest
 from dlbench.steplog import rank_log_name, read_steplog
 
 
@@ -55,28 +58,47 @@ def search(probe: Callable[[int], str], limit: int = 4096) -> tuple[int, list[di
     return good, history
 
 
-def probe_arguments(
-    framework: str, model: str, precision: str, device: str, image_size: int, seq_len: int, threads: int, cap_mb: int
-) -> list[str]:
-    """The launcher arguments of a probe run (all but --batch and --run-dir): one device,
-    synthetic data, 1 warm-up + 1 measured step."""
-    return [
-        f"--framework={framework}", f"--model={model}", f"--precision={precision}", "--data=synthetic",
-        "--scale=1x1", "--strategy=single", "--repeat=1", "--preset=caict2020", "--warmup-steps=1",
-        "--measured-steps=1", "--statistic=mean", f"--image-size={image_size}", f"--seq-len={seq_len}",
-        f"--threads={threads}", f"--device={device}", f"--memory-cap-mb={cap_mb}", "--progress-every=0",
-    ]  # fmt: skip
+def probe_request(
+    framework: str,
+    model: str,
+    precision: str,
+    device: str,
+    *,
+    preset: str,
+    statistic: str,
+    image_size: int,
+    seq_len: int,
+    threads: int,
+    memory_cap_mb: int,
+) -> LaunchRequest:
+    """The launch of a probe run (its batch and run directory are set per probe): one
+    device, synthetic data, 1 warm-up + 1 measured step, the grid's protocol preset."""
+    coords = RunCoords(framework, model, precision, "synthetic", "1", "1x1", SINGLE_DEVICE, 1)
+    return LaunchRequest(
+        coords=coords,
+        run_dir="",
+        preset=preset,
+        warmup_steps=1,
+        measured_steps=1,
+        statistic=statistic,
+        image_size=image_size,
+        seq_len=seq_len,
+        threads=threads,
+        device=device,
+        memory_cap_mb=memory_cap_mb,
+        progress_every=0,
+    )
 
 
-def launcher_probe(python: str, repo: str, launch_args: list[str]) -> Callable[[int], str]:
+def launcher_probe(python: str, repo: str, request: LaunchRequest) -> Callable[[int], str]:
     """A probe running one short real run of `python -m dlbench.launch` at a given batch."""
 
     def probe(batch: int) -> str:
         with tempfile.TemporaryDirectory(prefix="dlbench-batch-") as tmp:
             run_dir = Path(tmp) / "run"
-            cmd = [python, "-m", "dlbench.launch", *launch_args, "--batch", str(batch), "--run-dir", str(run_dir)]
+            launch = replace(request, coords=request.coords.with_(batch=str(batch)), run_dir=str(run_dir))
             subprocess.run(
-                cmd,
+                [python, "-m", "dlbench.launch", *launch.to_argv()],
                 cwd=repo,
                 env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
                 check=False,

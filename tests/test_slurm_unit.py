@@ -1,4 +1,4 @@
-"""dlbench.slurm without a cluster: Slurm's environment → Distributed, host lists, the srun
+"""dlbench.slurm and the srun launcher without a cluster: Slurm's environment → Distributed, host lists, the srun
 command, exit codes, and what happens to a run that Slurm ended (fake sacct/squeue/srun)."""
 
 from __future__ import annotations
@@ -7,12 +7,17 @@ import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+import dlbench.launch as launch_package
 from dlbench import slurm
+from dlbench.launch import LaunchRequest
+from dlbench.launch.launchers import SrunLauncher, this_rank
+from dlbench.launch.record import write_launch_record
+from dlbench.launch.run import main
 from tests.conftest import make_coords, write_run
 
 UNRESOLVABLE = "dlbench-no-such-node"
@@ -144,17 +149,15 @@ def test_single_task_step():
 
 
 def test_launch_recognises_an_srun_rank(monkeypatch):
-    from dlbench import launch
-
     for key in list(os.environ):
         if key.startswith(("SLURM_", "DLBENCH_")):
             monkeypatch.delenv(key)
-    assert launch.rank_environment() is None
+    assert this_rank() is None
     monkeypatch.setenv("SLURM_PROCID", "0")
-    assert launch.rank_environment() is None  # inside a job step, but not one of our ranks
+    assert this_rank() is None  # inside a job step, but not one of our ranks
     for key, value in srun_task_env(2, 1, 0).items():
         monkeypatch.setenv(key, value)
-    assert launch.rank_environment().rank == 2
+    assert this_rank().rank == 2
 
 
 # ---------------------------------------------------------------- srun command
@@ -220,9 +223,10 @@ echo "srun: error: n1: task 1: Out Of Memory" >&2
 exit 1"""
 
 
-def launch_args(run_dir: Path, scale: str = "1x2") -> SimpleNamespace:
-    coords = make_coords(scale=scale, strategy="ddp" if scale != "1x1" else "single")
-    return SimpleNamespace(**coords.as_dict(), run_dir=str(run_dir), threads=2, device="cpu", time_limit=30)
+def srun_request(run_dir: Path, coords=None, scale: str = "1x2", **options) -> LaunchRequest:
+    coords = coords or make_coords(scale=scale, strategy="ddp" if scale != "1x1" else "single")
+    settings = {"threads": 2, "device": "cpu", "time_limit": 30, **options}
+    return LaunchRequest(coords, str(run_dir), "mlperf", 1, 3, "mean", launcher="srun", **settings)
 
 
 def test_launch_records_exit_codes_and_oom(tmp_path, monkeypatch):
@@ -232,7 +236,7 @@ def test_launch_records_exit_codes_and_oom(tmp_path, monkeypatch):
     monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    codes = slurm.launch(launch_args(run_dir), ["--scale", "1x2"])
+    codes = SrunLauncher(srun_request(run_dir)).launch()
     assert codes == [0, 137]
     record = json.loads((run_dir / "slurm.json").read_text())
     assert record["job_id"] == "77" and record["nodes"] == ["n1"] and record["master_addr"] == "127.0.0.1"
@@ -252,8 +256,7 @@ def test_launch_starts_the_strategys_tasks_per_node(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     coords = make_coords(framework="tensorflow", scale="2x2", strategy="parameter_server")
-    args = SimpleNamespace(**coords.as_dict(), run_dir=str(run_dir), threads=4, device="cuda", time_limit=30)
-    codes = slurm.launch(args, [])
+    codes = SrunLauncher(srun_request(run_dir, coords, threads=4, device="cuda")).launch()
     assert codes == [0, 137]  # one per task
     srun = json.loads((run_dir / "slurm.json").read_text())["srun"]
     for flag in ("--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4", "--gpus-per-node=2"):
@@ -287,14 +290,14 @@ def test_launch_outside_slurm_exits_with_a_message(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.delenv("SLURM_JOBID", raising=False)
     with pytest.raises(SystemExit, match="needs a Slurm allocation"):
-        slurm.launch(launch_args(tmp_path), [])
+        SrunLauncher(srun_request(tmp_path)).launch()
 
 
 def test_launch_refuses_a_scale_larger_than_the_allocation(tmp_path, monkeypatch):
     fake_commands(tmp_path, monkeypatch, scontrol='echo "JobId=5 NodeList=n1"', srun="exit 0")
     monkeypatch.setenv("SLURM_JOB_ID", "5")
     with pytest.raises(SystemExit, match="needs 2 nodes"):
-        slurm.launch(launch_args(tmp_path, "2x2"), [])
+        SrunLauncher(srun_request(tmp_path, scale="2x2")).launch()
 
 
 def sacct_says(state: str) -> str:
@@ -347,7 +350,7 @@ def test_a_retry_moves_the_earlier_attempt_aside(tmp_path, monkeypatch):
 def test_an_earlier_job_still_running_is_not_touched(tmp_path, monkeypatch):
     fake_commands(tmp_path, monkeypatch, sacct=sacct_says("RUNNING"))
     monkeypatch.setenv("SLURM_JOB_ID", "99")
-    monkeypatch.setattr(slurm, "ACTIVE_WAIT_S", 0)
+    monkeypatch.setattr(slurm.attempts, "ACTIVE_WAIT_S", 0)
     run_dir = cancelled_run(tmp_path)
     for attempt in (1, 2):
         with pytest.raises(SystemExit, match="still RUNNING"):
@@ -360,7 +363,7 @@ def test_accounting_lagging_behind_is_waited_out(tmp_path, monkeypatch):
     lagging = f"""n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}
 if [ "$n" -lt 2 ]; then echo "$5|RUNNING|0:0|00:00:05|None"; else echo "$5|CANCELLED by 0|0:0|00:00:09|None"; fi"""
     fake_commands(tmp_path, monkeypatch, sacct=lagging)
-    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+    monkeypatch.setattr(slurm.attempts.time, "sleep", lambda s: None)
     run_dir = cancelled_run(tmp_path)
     assert slurm.previous_attempt(run_dir, world=1, attempt=1) == [None]
     assert slurm.outcome(run_dir)[0] == "cancelled" and counter.read_text().strip() == "3"
@@ -395,8 +398,6 @@ def test_attempt_from_environment(monkeypatch):
 
 # ------------------------------------- the launcher and the aggregation with slurm.json
 def test_launcher_records_a_cancelled_run_instead_of_rerunning(tmp_path, monkeypatch):
-    from dlbench import launch
-
     fake_commands(tmp_path, monkeypatch, sacct=sacct_says("CANCELLED by 0"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
@@ -422,10 +423,18 @@ def test_launcher_records_a_cancelled_run_instead_of_rerunning(tmp_path, monkeyp
         "--launcher",
         "srun",
     ]
-    assert launch.main(argv) == 0
+    assert main(argv) == 0
     record = json.loads((run_dir / "launch.json").read_text())
     assert record["world_size"] == 2 and record["rank_exit_codes"] == [None, None]
     assert record["ranks_without_log"] == [0, 1]
+    assert record["slurm_verdict"] == {"status": "cancelled", "reason": "Slurm job 31: CANCELLED by 0"}
+
+
+def recorded_by_srun_launcher(root: Path, coords, slurm_record: dict) -> None:
+    """slurm.json as dlbench.slurm left it, then launch.json as the srun launcher writes it."""
+    request = srun_request(root / coords.run_dir, coords)
+    slurm.write_record(request.run_dir, slurm_record)
+    write_launch_record(request, [None] * coords.tasks, time.monotonic(), SrunLauncher(request).verdict())
 
 
 def test_aggregate_marks_runs_from_slurms_record(tmp_path):
@@ -434,27 +443,29 @@ def test_aggregate_marks_runs_from_slurms_record(tmp_path):
 
     cancelled = make_coords(scale="1x2", strategy="ddp")
     (tmp_path / cancelled.run_dir).mkdir(parents=True)
-    slurm.write_record(tmp_path / cancelled.run_dir, {"job_id": "31", "job_final": {"state": "CANCELLED by 0"}})
+    recorded_by_srun_launcher(tmp_path, cancelled, {"job_id": "31", "job_final": {"state": "CANCELLED by 0"}})
     row = summarize_run(cancelled, tmp_path)
     assert row["status"] == "cancelled" and row["reason"].startswith("Slurm job 31: CANCELLED by 0")
 
     oom = make_coords(scale="1x2", strategy="ddp", model="vgg16")
     write_run(tmp_path, oom, [[0.1, 0.1, 0.1]], rank=0, status="failed", error="gloo: connection closed by peer")
-    slurm.write_record(tmp_path / oom.run_dir, {"job_id": "32", "oom_kill": True})
+    recorded_by_srun_launcher(tmp_path, oom, {"job_id": "32", "oom_kill": True})
     assert summarize_run(oom, tmp_path)["status"] == "oom"
 
     fine = make_coords(model="alexnet")
     write_run(tmp_path, fine, [[0.1, 0.1, 0.1, 0.1]])
-    slurm.write_record(tmp_path / fine.run_dir, {"job_id": "33", "job_final": {"state": "CANCELLED by 0"}})
+    recorded_by_srun_launcher(tmp_path, fine, {"job_id": "33", "job_final": {"state": "CANCELLED by 0"}})
     assert summarize_run(fine, tmp_path)["status"] == "ok"  # every rank finished: the numbers stand
 
     timed_out = make_coords(model="resnet152")
     write_run(tmp_path, timed_out, [[0.1, 0.1]], status="timeout", error="run exceeded its time limit")
-    slurm.write_record(tmp_path / timed_out.run_dir, {"job_id": "34", "job_final": {"state": "CANCELLED by 0"}})
+    recorded_by_srun_launcher(tmp_path, timed_out, {"job_id": "34", "job_final": {"state": "CANCELLED by 0"}})
     assert summarize_run(timed_out, tmp_path)["status"] == "timeout"  # the rank's own verdict is more specific
 
 
-def test_module_is_stdlib_only():
-    source = Path(slurm.__file__).read_text()
-    imported = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imported <= set(sys.stdlib_module_names) | {"__future__", "dlbench"}
+@pytest.mark.parametrize("package", [slurm, launch_package])
+def test_modules_are_stdlib_only(package):
+    for path in Path(package.__file__).parent.glob("*.py"):
+        lines = path.read_text().splitlines()
+        imported = {line.split()[1].split(".")[0] for line in lines if line.startswith(("import ", "from "))}
+        assert imported <= set(sys.stdlib_module_names) | {"__future__", "dlbench"}, path

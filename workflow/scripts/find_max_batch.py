@@ -3,6 +3,7 @@
 import sys
 
 from dlbench import batch_search
+from dlbench.protocol import resolve as resolve_protocol
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
@@ -18,17 +19,20 @@ settings = {
     "memory_cap_mb": run["memory_cap_mb"],
     "limit": config["batch_max"]["limit"],
 }
-launch_args = batch_search.probe_arguments(
+protocol = resolve_protocol(config["protocol"])
+request = batch_search.probe_request(
     wildcards.framework,
     wildcards.model,
     wildcards.precision,
     wildcards.device,
-    run["image_size"],
-    run["seq_len"],
-    snakemake.threads,
-    run["memory_cap_mb"],
+    preset=protocol["preset"],
+    statistic=protocol["statistic"],
+    image_size=run["image_size"],
+    seq_len=run["seq_len"],
+    threads=snakemake.threads,
+    memory_cap_mb=run["memory_cap_mb"],
 )
-probe = batch_search.launcher_probe(snakemake.params.python, snakemake.params.repo, launch_args)
+probe = batch_search.launcher_probe(snakemake.params.python, snakemake.params.repo, request)
 batch, history = batch_search.search(probe, limit=config["batch_max"]["limit"])
 print(f"largest batch: {batch}; probes: {history}", file=sys.stderr)
 batch_search.write_result(snakemake.output[0], batch, history, settings)

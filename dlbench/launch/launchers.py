@@ -1,0 +1,184 @@
+"""Launchers: how a run's tasks are started, and how a started task finds its place.
+
+One small registered class per `--launcher` value. `command()` is what the launcher runs,
+`launch()` starts the run's tasks and returns their exit codes, `rank_environment()` is the
+environment a task starts with and `placement()` reads it back inside the task. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from dlbench import slurm
+from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest
+from dlbench.runners.base import Distributed
+
+LAUNCHERS: dict[str, type[Launcher]] = {}
+
+
+def register(cls: type[Launcher]) -> type[Launcher]:
+    if cls.name not in LAUNCHER_NAMES:
+        raise ValueError(f"launcher {cls.name!r} is not one of the request's choices {LAUNCHER_NAMES}")
+    LAUNCHERS[cls.name] = cls
+    return cls
+
+
+def launcher_for(request: LaunchRequest) -> Launcher:
+    return LAUNCHERS[request.launcher](request)
+
+
+def this_rank(env: dict | None = None) -> Distributed | None:
+    """This process's place in the run if a launcher started it as a rank (else None: it is
+    the launcher)."""
+    env = os.environ if env is None else env
+    for cls in LAUNCHERS.values():
+        placement = cls.placement(env)
+        if placement is not None:
+            return placement
+    return None
+
+
+class Launcher:
+    name = ""
+
+    def __init__(self, request: LaunchRequest) -> None:
+        self.request = request
+
+    def rank_command(self) -> list[str]:
+        """What every task runs: this module again, with the same request."""
+        return [sys.executable, "-m", "dlbench.launch", *self.request.to_argv()]
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def launch(self) -> list[int | None]:
+        """Start the run's tasks and wait for them; their exit codes (None: killed)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def placement(env) -> Distributed | None:
+        raise NotImplementedError
+
+    def previous_attempt(self) -> list[int | None] | None:
+        """Exit codes of an earlier attempt to record instead of running (None: run)."""
+        return None
+
+    def verdict(self) -> dict | None:
+        """The scheduler's word on the run ({"status", "reason"}), for launch.json."""
+        return None
+
+
+@register
+class LocalLauncher(Launcher):
+    """Every task a subprocess of this one, on this node. Even one rank runs in its own
+    process: a framework that aborts (e.g. TensorFlow on an mmap failure under the memory
+    cap) must not take the launcher with it."""
+
+    name = "local"
+
+    def command(self) -> list[str]:
+        return self.rank_command()
+
+    def rank_environment(self, rank: int, port: int) -> dict:
+        layout = self.request.coords.layout
+        return dict(
+            os.environ,
+            DLBENCH_RANK=str(rank),
+            DLBENCH_WORLD_SIZE=str(self.request.coords.tasks),
+            DLBENCH_LOCAL_RANK=str(rank),
+            DLBENCH_LOCAL_WORLD_SIZE=str(layout.tasks_per_node),
+            DLBENCH_MASTER_ADDR="127.0.0.1",
+            DLBENCH_MASTER_PORT=str(port),
+            DLBENCH_NODE=socket.gethostname(),
+        )
+
+    @staticmethod
+    def placement(env) -> Distributed | None:
+        if "DLBENCH_RANK" not in env:
+            return None
+        return Distributed(
+            rank=int(env["DLBENCH_RANK"]),
+            world_size=int(env["DLBENCH_WORLD_SIZE"]),
+            local_rank=int(env["DLBENCH_LOCAL_RANK"]),
+            local_world_size=int(env["DLBENCH_LOCAL_WORLD_SIZE"]),
+            master_addr=env["DLBENCH_MASTER_ADDR"],
+            master_port=int(env["DLBENCH_MASTER_PORT"]),
+            node=env.get("DLBENCH_NODE", socket.gethostname()),
+            # Every node's address in node order (what srun ranks get from Slurm), for a
+            # multi-node layout started by hand, e.g. several "nodes" on one host in a test.
+            endpoints={"nodes": env["DLBENCH_NODES"].split(",")} if env.get("DLBENCH_NODES") else {},
+        )
+
+    def launch(self) -> list[int | None]:
+        coords = self.request.coords
+        if coords.scale_obj.nodes != 1:
+            sys.exit(f"scale {coords.scale}: {coords.scale_obj.nodes} nodes need a Slurm allocation (--launcher srun)")
+        port = free_port()
+        procs = [subprocess.Popen(self.command(), env=self.rank_environment(r, port)) for r in range(coords.tasks)]
+        return wait_for_ranks(procs, self.request.stop_after_s)
+
+
+@register
+class SrunLauncher(Launcher):
+    """One `srun` step inside the run's Slurm job (dlbench.slurm), which keeps slurm.json."""
+
+    name = "srun"
+
+    def command(self) -> list[str]:
+        coords, request = self.request.coords, self.request
+        scale, per_node = coords.scale_obj, coords.layout.tasks_per_node
+        return slurm.srun_command(
+            scale.nodes,
+            per_node,
+            slurm.cpus_per_task(request.threads, per_node),
+            request.device,
+            self.rank_command(),
+            overlap="SLURM_STEP_ID" in os.environ,
+            job_name=f"dlbench-{coords.framework}-{coords.scale}",
+            gpus_per_node=scale.devices_per_node,
+        )
+
+    def launch(self) -> list[int | None]:
+        return slurm.launch(self.request, self.command())
+
+    @staticmethod
+    def placement(env) -> Distributed | None:
+        if "SLURM_PROCID" in env and "DLBENCH_SRUN" in env:
+            return slurm.distributed_from_environment(env)
+        return None
+
+    def previous_attempt(self) -> list[int | None] | None:
+        # Slurm ended an earlier attempt (scancel, time limit) before it wrote launch.json:
+        # a retry moves its files to attempt<k>/; a later invocation records it as it ended.
+        return slurm.previous_attempt(self.request.run_dir, self.request.coords.tasks)
+
+    def verdict(self) -> dict | None:
+        status, reason = slurm.outcome(self.request.run_dir)
+        return {"status": status, "reason": reason} if status else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_ranks(procs: list[subprocess.Popen], stop_after_s: int | None) -> list[int | None]:
+    """Wait for every rank; past `stop_after_s` kill those left (their exit code: None)."""
+    deadline = time.monotonic() + stop_after_s if stop_after_s else None
+    killed = set()
+    for proc in procs:
+        remaining = None if deadline is None else max(1.0, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            for j, other in enumerate(procs):
+                if other.poll() is None:
+                    other.kill()
+                    killed.add(j)
+            proc.wait()
+    return [None if i in killed else p.returncode for i, p in enumerate(procs)]

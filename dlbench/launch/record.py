@@ -1,0 +1,52 @@
+"""`launch.json`: the launcher's record of one run, the file Snakemake tracks. Stdlib only.
+
+Rank exit codes, the step logs expected and missing, wall time, the launcher, and (srun)
+`slurm_verdict`: Slurm's status and reason for a run whose job Slurm ended or OOM-killed,
+which the aggregation reads instead of asking dlbench.slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from dlbench.launch.request import LaunchRequest
+from dlbench.steplog import rank_log_name
+
+RECORD_NAME = "launch.json"
+
+
+def write_launch_record(
+    request: LaunchRequest, exit_codes: list, started: float, slurm_verdict: dict | None = None
+) -> None:
+    """One exit code per task started; the first `coords.processes` tasks write step logs."""
+    run_dir = Path(request.run_dir)
+    logs = request.coords.processes
+    missing = [r for r in range(logs) if not (run_dir / rank_log_name(r)).exists()]
+    if missing:
+        print(f"[dlbench] ranks {missing} left no step log in {run_dir}", file=sys.stderr)
+    record = {
+        "world_size": request.coords.tasks,
+        "step_logs": logs,
+        "rank_exit_codes": exit_codes,
+        "ranks_without_log": missing,
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "launcher": request.launcher,
+    }
+    if request.launcher == "srun":
+        record["slurm_verdict"] = slurm_verdict
+    (run_dir / RECORD_NAME).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def slurm_verdict(run_dir: str | os.PathLike) -> tuple[str | None, str]:
+    """(dlbench status, reason) that Slurm gave the run, or (None, '') when it has nothing
+    to add (no record, a local run, or a job that ended normally)."""
+    try:
+        record = json.loads((Path(run_dir) / RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        return None, ""
+    verdict = record.get("slurm_verdict") or {}
+    return verdict.get("status"), verdict.get("reason") or ""

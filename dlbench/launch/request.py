@@ -1,0 +1,100 @@
+"""The launcher's command line, defined once: `LaunchRequest` ⇄ argv.
+
+The training rule, the batch search and the launcher (which re-runs itself as every rank)
+build and read the command line only through this class. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import MISSING, dataclass, field, fields
+
+from dlbench.coords import RUN_FIELDS, RunCoords
+
+# A launcher stops ranks this long after their own time limit: ranks enforce the limit
+# themselves (and write footers); this bound only catches a rank stuck in a collective.
+TIME_LIMIT_GRACE_S = 120
+
+LAUNCHER_NAMES = ("local", "srun")
+
+
+def _option(default, help: str = "", **argparse_settings):
+    return field(default=default, metadata={"help": help, **argparse_settings})
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything one run's launcher needs; the run's coordinates are `--framework` ... `--repeat`."""
+
+    coords: RunCoords
+    run_dir: str
+    preset: str
+    warmup_steps: int
+    measured_steps: int
+    statistic: str
+    image_size: int = _option(0, "0: the model's default")
+    seq_len: int = _option(0, "0: the model's default")
+    max_batch_file: str | None = _option(None, "batch_search result to use when --batch is 'max'")
+    threads: int = _option(1, "CPU threads for the whole run")
+    device: str = _option("cpu", choices=("cpu", "cuda"))
+    compile: bool = _option(False)
+    time_limit: int = _option(0, "seconds per rank; 0 = none")
+    progress_every: int = _option(10)
+    memory_cap_mb: int = _option(0, "address-space cap per rank (CPU OOM); 0 = none")
+    env_lock: str | None = _option(None, "the environment's lock file (hashed into the header)")
+    launcher: str = _option("local", choices=LAUNCHER_NAMES)
+    data_dir: str = _option("", "real data: the framework's converted dataset")
+    data_workers: int = _option(1, "real data: input-pipeline workers per rank")
+
+    @property
+    def stop_after_s(self) -> int | None:
+        """How long a launcher waits for its ranks before it stops them (None: no bound)."""
+        return self.time_limit + TIME_LIMIT_GRACE_S if self.time_limit else None
+
+    def to_argv(self) -> list[str]:
+        """The command line `from_argv` reads back; options at their default are left out."""
+        argv: list[str] = []
+        for name, value in self.coords.as_dict().items():
+            argv += [_flag(name), str(value)]
+        for f in _option_fields():
+            value = getattr(self, f.name)
+            if f.default is not MISSING and value == f.default:
+                continue
+            argv += [_flag(f.name)] if f.type == "bool" else [_flag(f.name), str(value)]
+        return argv
+
+    @classmethod
+    def from_argv(cls, argv: list[str] | None = None) -> LaunchRequest:
+        parser = argument_parser()
+        values = vars(parser.parse_args(argv))
+        try:
+            coords = RunCoords.from_dict({name: values.pop(name) for name in RUN_FIELDS})
+        except ValueError as error:
+            parser.error(str(error))
+        return cls(coords=coords, **values)
+
+
+def _option_fields():
+    return [f for f in fields(LaunchRequest) if f.name != "coords"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The launcher's options, from `LaunchRequest`'s fields (types, defaults, help)."""
+    parser = argparse.ArgumentParser(prog="python -m dlbench.launch", description="Start the processes of one run.")
+    for name in RUN_FIELDS:
+        parser.add_argument(_flag(name), required=True)
+    for f in _option_fields():
+        settings = {k: v for k, v in f.metadata.items() if v}
+        if f.type == "bool":
+            parser.add_argument(_flag(f.name), action="store_true", **settings)
+            continue
+        if f.default is MISSING:
+            settings["required"] = True
+        else:
+            settings["default"] = f.default
+        parser.add_argument(_flag(f.name), type=int if f.type == "int" else str, **settings)
+    return parser

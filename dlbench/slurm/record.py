@@ -1,0 +1,31 @@
+"""`slurm.json`: dlbench's record of a run's Slurm job, beside the rank logs. Stdlib only.
+
+Written before srun starts (so a job that Slurm kills as a whole still leaves its job id),
+completed with per-rank exit codes and OOM kills when srun returns (`srun.launch`), and with
+the job's final state when a later invocation settles a run that Slurm ended (`attempts`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RECORD = "slurm.json"
+# Each rank's shell leaves its exit status here (srun_command); the launcher collects them.
+EXIT_CODE_FILE = "rank{rank}.exitcode"
+
+
+def read_record(run_dir: str | os.PathLike) -> dict | None:
+    path = Path(run_dir) / RECORD
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_record(run_dir: str | os.PathLike, record: dict) -> None:
+    path = Path(run_dir) / RECORD
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,59 @@
+"""batch_search without a framework: the search, and the probe's launch (a LaunchRequest)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+
+import pytest
+
+from dlbench import batch_search
+from dlbench.launch import LaunchRequest
+
+
+def probe_request(preset: str = "dlperf") -> LaunchRequest:
+    return batch_search.probe_request(
+        "pytorch",
+        "resnet50",
+        "fp32",
+        "cpu",
+        preset=preset,
+        statistic="median",
+        image_size=64,
+        seq_len=0,
+        threads=2,
+        memory_cap_mb=700,
+    )
+
+
+def test_search_finds_the_edge():
+    best, history = batch_search.search(lambda b: "ok" if b <= 37 else "oom", limit=1024)
+    assert best == 37 and [p["batch"] for p in history][:7] == [1, 2, 4, 8, 16, 32, 64]
+    assert batch_search.search(lambda b: "ok", limit=8)[0] == 8
+    with pytest.raises(batch_search.SearchError):
+        batch_search.search(lambda b: "failed")
+
+
+def test_probe_request_takes_the_grids_preset():
+    request = probe_request("dlperf")
+    assert request.preset == "dlperf" and request.statistic == "median"
+    assert (request.warmup_steps, request.measured_steps, request.progress_every) == (1, 1, 0)
+    assert (request.coords.scale, request.coords.strategy, request.coords.data) == ("1x1", "single", "synthetic")
+
+
+def test_launcher_probe_runs_the_launcher_with_the_probed_batch(tmp_path):
+    """A stand-in python records the launcher's argv; the probe sets only batch and run dir."""
+    seen = tmp_path / "argv.json"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(seen)!r}, 'w'))\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    request = probe_request()
+    assert batch_search.launcher_probe(str(fake), str(tmp_path), request)(24) == "missing"
+    argv = json.loads(seen.read_text())
+    assert argv[:2] == ["-m", "dlbench.launch"]
+    probed = LaunchRequest.from_argv(argv[2:])
+    assert probed.coords == request.coords.with_(batch="24")
+    assert probed.run_dir.endswith("/run") and probed == LaunchRequest(
+        **{**request.__dict__, "coords": probed.coords, "run_dir": probed.run_dir}
+    )
