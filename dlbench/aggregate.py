@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import slurm, stats
+from dlbench import stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
+from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
 from dlbench.steplog import StepLog, rank_log_name, read_steplog
 
@@ -34,12 +35,12 @@ def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
 
 
 def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
-    """A run whose logs do not say 'ok': Slurm's record (slurm.json, dlbench.slurm) names
+    """A run whose logs do not say 'ok': Slurm's verdict (in launch.json, from slurm.json) names
     what rank logs cannot -- a job cancelled, timed out or OOM-killed as a whole leaves logs
     without footers, or none. A rank's own 'oom'/'timeout' footer is more specific and stays."""
     if row["status"] in ("ok", "oom", "timeout"):
         return row
-    status, reason = slurm.outcome(run_dir)
+    status, reason = slurm_verdict(run_dir)
     if status:
         row["status"] = status
         row["reason"] = "; ".join(r for r in (reason, row["reason"]) if r)
