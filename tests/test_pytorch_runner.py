@@ -120,8 +120,19 @@ def test_batch_max_search_finds_the_edge(tmp_path):
     from dlbench import batch_search
 
     # 64 px: at 32 px ResNet-50 ends in a 1x1 map, where batch 1 cannot train (BatchNorm).
-    args = batch_search.probe_arguments("pytorch", "resnet50", "fp32", "cpu", 64, 0, 2, 700)
-    probe = batch_search.launcher_probe(str(PYTHON), str(REPO), args)
+    request = batch_search.probe_request(
+        "pytorch",
+        "resnet50",
+        "fp32",
+        "cpu",
+        preset="caict2020",
+        statistic="mean",
+        image_size=64,
+        seq_len=0,
+        threads=2,
+        memory_cap_mb=700,
+    )
+    probe = batch_search.launcher_probe(str(PYTHON), str(REPO), request)
     best, history = batch_search.search(probe, limit=1024)
     assert 1 < best < 1024, history
     statuses = {p["batch"]: p["status"] for p in history}
