@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE, CellKey, Scale
-from dlbench.models import CATALOGUE, sample_unit
-from dlbench.tables import STATUS_TEXT
+from dlbench import labels
+from dlbench.coords import CELL_FIELDS, CellKey
+from dlbench.labels import devices, model_title, unit
+from dlbench.stats import finite
 
 GROUP = ["model", "batch", "precision", "data"]  # one throughput table / figure panel
 # Variants compared against a baseline value of the same coordinate, with the sentence's wording.
@@ -66,21 +67,6 @@ def cell_key(row: pd.Series | dict) -> CellKey:
     return CellKey(**{f: str(row[f]) for f in CELL_FIELDS})
 
 
-def model_title(model: str) -> str:
-    return CATALOGUE.get(model, {}).get("title", model)
-
-
-def unit(model: str) -> str:
-    return f"{sample_unit(model) if model in CATALOGUE else 'samples'}/s"
-
-
-def _finite(x) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def throughput(row, cells: tuple[CellKey, ...] | None = None) -> Number:
     return Number(float(row["throughput"]), f"{row['throughput']:.1f}", "throughput", cells or (cell_key(row),))
 
@@ -102,11 +88,7 @@ def _with_numbers(cells: pd.DataFrame) -> pd.DataFrame:
     """Cells with a finite throughput (ok, or partial: some repeats produced a number)."""
     if cells.empty:
         return cells
-    return cells[cells["throughput"].map(_finite)]
-
-
-def _devices(scale: str) -> int:
-    return Scale.parse(scale).devices
+    return cells[cells["throughput"].map(finite)]
 
 
 def _context(model: str, key: tuple, several_groups: bool) -> str:
@@ -114,14 +96,14 @@ def _context(model: str, key: tuple, several_groups: bool) -> str:
     if not several_groups:
         return model_title(model)
     _, batch, precision, data = key
-    return f"{model_title(model)} (batch {batch}/device, {precision}, {data} data)"
+    return f"{model_title(model)} ({labels.setup(batch, precision, data)})"
 
 
 def _series_labels(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
     """framework, or `framework (strategy)` where a framework has several strategies here."""
     per_fw = rows.groupby("framework")["strategy"].nunique()
     return {
-        (fw, st): fw if per_fw[fw] == 1 or st == SINGLE_DEVICE else f"{fw} ({st})"
+        (fw, st): fw if per_fw[fw] == 1 else labels.series_label(fw, st)
         for fw, st in zip(rows["framework"], rows["strategy"], strict=True)
     }
 
@@ -151,7 +133,7 @@ def compare_frameworks(cells: pd.DataFrame) -> list[Finding]:
     out = []
     for model, key, rows, several in _groups(_with_numbers(cells)):
         shared = [s for s in rows["scale"].unique() if rows[rows["scale"] == s]["framework"].nunique() > 1]
-        shared = sorted(shared, key=lambda s: (_devices(s), s))
+        shared = sorted(shared, key=lambda s: (devices(s), s))
         for scale in dict.fromkeys(shared[:1] + shared[-1:]):
             at = rows[rows["scale"] == scale].sort_values(["throughput", "framework"], ascending=[False, True])
             labels = _series_labels(at)
@@ -177,7 +159,7 @@ def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
     same = cells
     for f in ("framework", "model", "precision", "data", "batch"):
         same = same[same[f].astype(str) == str(row[f])]
-    single = same[same["scale"].map(_devices) == 1]
+    single = same[same["scale"].map(devices) == 1]
     return single.iloc[0] if not single.empty else None
 
 
@@ -192,13 +174,13 @@ def scaling(cells: pd.DataFrame) -> list[Finding]:
     out = []
     measured = _with_numbers(cells)
     for model, key, rows, several in _groups(measured):
-        multi = rows[(rows["scale"].map(_devices) > 1) & rows["efficiency"].map(_finite)]
+        multi = rows[(rows["scale"].map(devices) > 1) & rows["efficiency"].map(finite)]
         labels = _series_labels(multi) if not multi.empty else {}
         for (fw, strategy), series in multi.groupby(["framework", "strategy"], sort=True):
             base = _baseline(measured, series.iloc[0])
             if base is None:
                 continue
-            series = series.assign(d=series["scale"].map(_devices)).sort_values(["d", "scale"])
+            series = series.assign(d=series["scale"].map(devices)).sort_values(["d", "scale"])
             name = f"{labels[(fw, strategy)]}'s {_context(model, key, several)}"
 
             def eff(row, base=base):
@@ -247,7 +229,7 @@ def variants(cells: pd.DataFrame) -> list[Finding]:
             measured[measured[column] == baseline], on=[*others, "scale"], suffixes=("", "_base")
         )
         for (fw, model, batch, _), rows in pairs.groupby(["framework", "model", "batch", "strategy"], sort=True):
-            rows = rows.assign(d=rows["scale"].map(_devices)).sort_values(["d", "scale"])
+            rows = rows.assign(d=rows["scale"].map(devices)).sort_values(["d", "scale"])
             for _, row in rows.iloc[list(dict.fromkeys([0, len(rows) - 1]))].iterrows():
                 base = {**row.to_dict(), column: baseline, "throughput": row["throughput_base"]}
                 out.append(
@@ -273,7 +255,7 @@ def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
     """How many cells with at least two numbers have a CV across repeats above the threshold."""
     if cells.empty or "cv" not in cells:
         return []
-    checked = cells[cells["cv"].map(_finite) & (cells["n"].fillna(0) >= 2)]
+    checked = cells[cells["cv"].map(finite) & (cells["n"].fillna(0) >= 2)]
     if checked.empty:
         return []
     noisy = checked[checked["cv"] > threshold].sort_values("cv", ascending=False)
@@ -314,11 +296,10 @@ def status(cells: pd.DataFrame) -> list[Finding]:
     if cells.empty:
         return []
     out = []
-    missing = cells[~cells["throughput"].map(_finite)]
+    missing = cells[~cells["throughput"].map(finite)]
     if not missing.empty:
         listed = [
-            f"{r['framework']} {model_title(r['model'])} at {r['scale']} "
-            f"({STATUS_TEXT.get(r['status'], str(r['status']).upper())})"
+            f"{r['framework']} {model_title(r['model'])} at {r['scale']} ({labels.status_label(str(r['status']))})"
             for _, r in missing.head(MAX_LISTED).iterrows()
         ]
         more = f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
@@ -360,7 +341,7 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
     if references is None or references.empty:
         return []
     out = []
-    refs = references[references["ratio"].map(_finite)].assign(batch=lambda r: r["batch"].astype(str))
+    refs = references[references["ratio"].map(finite)].assign(batch=lambda r: r["batch"].astype(str))
     for kind, rows in refs.groupby("kind", sort=True):
         tally = []
         for verdict in ("within", "slower", "faster"):

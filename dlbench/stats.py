@@ -80,3 +80,11 @@ def bootstrap_ci(name: str, values, confidence: float = 0.95, resamples: int = 2
 
 def window_throughput(samples: int, seconds: float) -> float:
     return samples / seconds if seconds > 0 else math.nan
+
+
+def finite(value) -> bool:
+    """A number that is neither NaN nor infinite (None and text are not numbers)."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

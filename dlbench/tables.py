@@ -6,21 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench import labels
 from dlbench.aggregate import cells_table, real_data_pairs, runs_table
-from dlbench.coords import Scale
 from dlbench.grid import Grid
-from dlbench.models import CATALOGUE, sample_unit
-
-STATUS_TEXT = {
-    "oom": "OOM",
-    "timeout": "TIMEOUT",
-    "cancelled": "CANCELLED",
-    "failed": "FAILED",
-    "killed": "KILLED",
-    "invalid": "BAD LOG",
-    "missing": "NO LOG",
-    "unavailable": "N/A",
-}
 
 
 def build(
@@ -54,8 +42,8 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 
 def cell_text(cell: pd.Series) -> str:
     """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy) or its status."""
-    if cell["status"] in STATUS_TEXT:
-        return STATUS_TEXT[cell["status"]]
+    if cell["status"] in labels.STATUS_TEXT:
+        return labels.STATUS_TEXT[cell["status"]]
     text = f"{cell['throughput']:.1f}"
     if cell.get("std") == cell.get("std") and cell.get("n", 0) > 1:
         text += f" ± {cell['std']:.1f}"
@@ -66,23 +54,18 @@ def cell_text(cell: pd.Series) -> str:
     return text
 
 
-def scale_label(scale: str, strategy: str) -> str:
-    label = f"{scale} ({Scale.parse(scale).caict_label})"
-    return label if strategy == "single" else f"{label} {strategy}"
-
-
 def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """One framework-by-scale table per model/batch/precision/data."""
     out = []
     for (model, batch, precision, data), group in cells.groupby(["model", "batch", "precision", "data"], sort=True):
         group = group.assign(
-            row=[scale_label(s, st) for s, st in zip(group["scale"], group["strategy"], strict=True)],
-            order=[Scale.parse(s).devices for s in group["scale"]],
+            row=[labels.scale_with_caict(s, st) for s, st in zip(group["scale"], group["strategy"], strict=True)],
+            order=[labels.devices(s) for s in group["scale"]],
             text=[cell_text(c) for _, c in group.iterrows()],
         ).sort_values(["order", "row"])
         table = group.pivot_table(index="row", columns="framework", values="text", aggfunc="first", sort=False)
         table.index.name = "scale"
-        title = f"{CATALOGUE[model]['title']}, batch {batch}/device, {precision}, {data} data ({sample_unit(model)}/s)"
+        title = f"{labels.model_title(model)}, {labels.setup(batch, precision, data)} ({labels.unit(model)})"
         out.append((title, table.fillna("")))
     return out
 
@@ -96,7 +79,7 @@ def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
         {
             "model": real["model"],
             "framework": real["framework"],
-            "scale": [scale_label(s, st) for s, st in zip(real["scale"], real["strategy"], strict=True)],
+            "scale": [labels.scale_with_caict(s, st) for s, st in zip(real["scale"], real["strategy"], strict=True)],
             "batch": real["batch"],
             "precision": real["precision"],
             "synthetic": real["synthetic_throughput"].round(1),
@@ -128,7 +111,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
         for _, c in failed.iterrows():
             lines.append(
                 f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']}: "
-                f"{STATUS_TEXT.get(c['status'], c['status'])} — {c['reason']}"
+                f"{labels.status_label(c['status'], unknown=str)} — {c['reason']}"
             )
         lines.append("")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from dlbench import findings, references, report
+from dlbench import environment, findings, references, report
 from dlbench.aggregate import cells_table, runs_table
 from dlbench.coords import CellKey, RunCoords
 from dlbench.steplog import StepLogWriter, rank_log_name
@@ -347,7 +347,10 @@ def rendered(tmp_path_factory):
     runs.to_csv(root / "runs.csv", index=False)
     cells = pd.read_csv(root / "cells.csv", dtype={"batch": str})
     runs = pd.read_csv(root / "runs.csv", dtype={"batch": str})
-    html = report.render(cells, runs, PROTOCOL, CONFIG, root=root, generated="2026-01-02 03:04 UTC")
+    # environment.json as the aggregate stage writes it, read back.
+    (root / "environment.json").write_text(environment.to_json(environment.table(runs, root)), encoding="utf-8")
+    env = environment.read(root / "environment.json")
+    html = report.render(cells, runs, PROTOCOL, CONFIG, environment=env, generated="2026-01-02 03:04 UTC")
     (root / "index.html").write_text(html, encoding="utf-8")
     return root, html, cells
 
@@ -415,7 +418,8 @@ def test_report_references_section_when_a_table_exists(rendered):
     root, _, cells = rendered
     runs = pd.read_csv(root / "runs.csv", dtype={"batch": str})
     refs = fixture_references(cells)
-    html = report.render(cells, runs, PROTOCOL, REFERENCE_CONFIG, root=root, references=refs)
+    env = environment.read(root / "environment.json")
+    html = report.render(cells, runs, PROTOCOL, REFERENCE_CONFIG, environment=env, references=refs)
     section = html[html.index('id="references"') :]
     assert "Published vs measured" in section and "a paper" in section and "Test GPU x8" in section
     assert ">160.0<" in section and ">80.0<" in section and ">0.50×<" in section  # pytorch 1x1 vs the paper
@@ -424,16 +428,17 @@ def test_report_references_section_when_a_table_exists(rendered):
     assert "Of the 2 comparisons with published numbers" in html  # pytorch and tensorflow at 1x1
     assert "Of the 8 comparisons with the baseline (old/cells.csv)" in html
     # A references table without rows: the section says why; no table: no section.
-    empty = report.render(cells, runs, PROTOCOL, CONFIG, root=root, references=refs.iloc[0:0])
+    empty = report.render(cells, runs, PROTOCOL, CONFIG, environment=env, references=refs.iloc[0:0])
     assert "no hardware class is set" in empty
-    assert 'id="references"' not in report.render(cells, runs, PROTOCOL, CONFIG, root=root)
+    assert 'id="references"' not in report.render(cells, runs, PROTOCOL, CONFIG, environment=env)
 
 
 def test_report_without_headers_falls_back_to_runs_csv(rendered):
     root, _, cells = rendered
     runs = pd.read_csv(root / "runs.csv", dtype={"batch": str})
-    html = report.render(cells, runs, PROTOCOL, CONFIG, root=root / "elsewhere")
+    html = report.render(cells, runs, PROTOCOL, CONFIG, environment=environment.table(runs, root / "elsewhere"))
     assert "step-log headers were not found" in html and "2.5.1" in html
+    assert report.render(cells, runs, PROTOCOL, CONFIG) == html  # no environment table: the same fallback
 
 
 def test_compact_reason():
@@ -464,7 +469,7 @@ def test_environment_with_slurm_gpus_and_a_container():
             "git": {"commit": "fedcba9876543210", "dirty": True},
         },
     }
-    env = report.environment(pd.DataFrame(), [header, {**header, "node": "gpu02"}])
+    env = environment.summarize(pd.DataFrame(), [header, {**header, "node": "gpu02"}])
     (software,) = env["software"]
     assert software["container"] == "/images/pytorch.sif sha256 cdcdcdcdcdcd"
     gpu01 = env["machines"][0]

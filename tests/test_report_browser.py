@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dlbench import environment, report
 from dlbench import protocol as protocols
-from dlbench import report
 from tests.conftest import REPO
 from tests.test_report import PROTOCOL, REFERENCE_CONFIG, fixture_references, fixture_results
 
@@ -256,7 +256,13 @@ def test_fixture_report_in_chromium(tmp_path, browser):
     cells, runs = fixture_results(root)
     refs = fixture_references(cells)
     html = report.render(
-        cells, runs, PROTOCOL, REFERENCE_CONFIG, root=root, references=refs, generated="2026-01-02 03:04 UTC"
+        cells,
+        runs,
+        PROTOCOL,
+        REFERENCE_CONFIG,
+        environment=environment.table(runs, root),
+        references=refs,
+        generated="2026-01-02 03:04 UTC",
     )
     (root / "index.html").write_text(html, encoding="utf-8")
     facts = check_report(browser, root / "index.html", SCREENSHOT_DIR / "screenshot-fixture.png")
@@ -271,7 +277,12 @@ def test_real_report_in_chromium(tmp_path, browser):
     tables = REPO / "results/tables"
     protocol = protocols.resolve(config["protocol"])
     html = report.render_files(
-        tables / "cells.csv", tables / "runs.csv", protocol, config, tables / "references.csv", root=REPO
+        tables / "cells.csv",
+        tables / "runs.csv",
+        protocol,
+        config,
+        tables / "references.csv",
+        tables / "environment.json",
     )
     (tmp_path / "index.html").write_text(html, encoding="utf-8")
     check_report(browser, tmp_path / "index.html", SCREENSHOT_DIR / "screenshot.png")

@@ -1,4 +1,5 @@
-# Step logs → runs.csv (one row per run) → cells.csv (one row per cell) → figures.
+# Step logs → runs.csv (one row per run) → cells.csv (one row per cell) → figures;
+# environment.json: the runs' environment from their step-log headers, for the report.
 
 
 rule model_flops:
@@ -8,6 +9,7 @@ rule model_flops:
         "results/flops/{model}.json",
     log:
         "logs/flops/{model}.log",
+    localrule: True
     conda:
         "../../envs/pytorch.yaml"
     params:
@@ -32,8 +34,10 @@ rule aggregate:
             category="Tables",
         ),
         markdown="results/tables/cells.md",
+        environment="results/tables/environment.json",
     log:
         "logs/aggregate.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     script:
@@ -61,6 +65,7 @@ rule figures:
         ),
     log:
         "logs/figures.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     script:
@@ -84,6 +89,7 @@ rule references:
         ),
     log:
         "logs/references.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     script:

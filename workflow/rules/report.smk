@@ -1,5 +1,5 @@
-# The human-readable report, built from the tables (per-model figures are drawn by the
-# report itself; the environment section reads the step-log headers of the runs in runs.csv).
+# The human-readable report, built from the tables alone (per-model figures are drawn by the
+# report itself; the environment section is environment.json, written by the aggregate rule).
 
 
 rule report_document:
@@ -7,6 +7,7 @@ rule report_document:
         cells="results/tables/cells.csv",
         runs="results/tables/runs.csv",
         references="results/tables/references.csv",
+        environment="results/tables/environment.json",
     output:
         html=report(
             "results/report/index.html",
@@ -15,6 +16,7 @@ rule report_document:
         ),
     log:
         "logs/report.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     script:

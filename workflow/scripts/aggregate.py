@@ -1,10 +1,11 @@
-"""Rule aggregate: raw step logs of every run in the grid → runs.csv, cells.csv, cells.md."""
+"""Rule aggregate: raw step logs of every run in the grid → runs.csv, cells.csv, cells.md,
+environment.json (the runs' environment from their step-log headers, for the report)."""
 
 import json
 import sys
 from pathlib import Path
 
-from dlbench import grid, tables
+from dlbench import environment, grid, tables
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
@@ -23,3 +24,4 @@ with open(snakemake.output.cells, "wb") as f:
     f.write(tables.csv_bytes(cells))
 with open(snakemake.output.markdown, "w") as f:
     f.write(tables.markdown(cells, experiment.protocol))
+Path(snakemake.output.environment).write_text(environment.to_json(environment.table(runs)), encoding="utf-8")

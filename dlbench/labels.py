@@ -1,0 +1,119 @@
+"""Labels and texts for people, one spelling each: model titles, units, scales (with
+CAICT's `2n8c`), series, statuses and what the coordinates mean.
+
+Tables (cells.md), figures, findings and the report take their words from here, so that
+a cell reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from dlbench.coords import SINGLE_DEVICE, Scale
+from dlbench.models import CATALOGUE, sample_unit
+
+# The short label of a cell or run without a (full) number, as tables and figures print it.
+STATUS_TEXT = {
+    "oom": "OOM",
+    "timeout": "TIMEOUT",
+    "cancelled": "CANCELLED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "invalid": "BAD LOG",
+    "missing": "NO LOG",
+    "unavailable": "N/A",
+}
+# What each status means, in the order the report's legend lists them.
+STATUS_MEANING = {
+    "partial": "only n of the N repeats produced a number; the others' reason is in the note",
+    "oom": "ran out of memory",
+    "timeout": "exceeded the run's time limit",
+    "cancelled": "cancelled (e.g. by the scheduler)",
+    "failed": "the run raised an error",
+    "killed": "a process died before finishing its step log",
+    "invalid": "a step log failed validation",
+    "missing": "no step log was written",
+    "unavailable": "not run: the framework cannot build this model",
+}
+STRATEGY_TEXT = {
+    SINGLE_DEVICE: "one process, no communication",
+    "ddp": "PyTorch DistributedDataParallel: synchronous data parallelism, gradients all-reduced every step "
+    "(gloo on CPU, NCCL on GPU)",
+    "multi_worker_mirrored": "TensorFlow MultiWorkerMirroredStrategy: synchronous data parallelism, "
+    "gradients all-reduced every step",
+    "dist_sync": "MXNet KVStore dist_sync: synchronous data parallelism through a parameter server",
+}
+DATA_TEXT = {
+    "synthetic": "synthetic data: one random batch created once on the device and reused, so no input "
+    "pipeline is measured",
+    "real": "real data: samples read from disk through the framework's input pipeline, which is measured too",
+}
+PRECISION_TEXT = {"fp32": "32-bit floating point", "amp": "automatic mixed precision"}
+SCALE_AXIS = "scale: nodes x devices per node"
+
+
+def status_label(status: str, unknown: Callable[[str], str] = str.upper) -> str:
+    """`OOM`, `N/A`, …; a status without a label (partial) as `unknown` spells it."""
+    return STATUS_TEXT.get(status, unknown(status))
+
+
+def model_title(model: str) -> str:
+    return CATALOGUE.get(model, {}).get("title", model)
+
+
+def sample_noun(model: str) -> str:
+    """What one sample of the model is: images, sequences (samples for a model not in the catalogue)."""
+    return sample_unit(model) if model in CATALOGUE else "samples"
+
+
+def unit(model: str) -> str:
+    """The unit of the model's throughput: `images/s`."""
+    return f"{sample_noun(model)}/s"
+
+
+def devices(scale: str) -> int:
+    return Scale.parse(scale).devices
+
+
+def sorted_scales(scales: Iterable[str]) -> list[str]:
+    """Distinct scales, fewest devices first."""
+    return sorted(set(scales), key=lambda s: (devices(s), s))
+
+
+def caict(scale: str) -> str:
+    """CAICT's notation of a scale: `2x4` → `2n4c`."""
+    return Scale.parse(scale).caict_label
+
+
+def scale_and_strategy(scale: str, strategy: str) -> str:
+    """`1x2 ddp`; a single-device scale alone."""
+    return scale if strategy == SINGLE_DEVICE else f"{scale} {strategy}"
+
+
+def scale_with_caict(scale: str, strategy: str) -> str:
+    """`1x2 (1n2c) ddp`; a single-device scale without its strategy."""
+    label = f"{scale} ({caict(scale)})"
+    return label if strategy == SINGLE_DEVICE else f"{label} {strategy}"
+
+
+def series_label(framework: str, strategy: str) -> str:
+    """One line of a figure or row of a table: `pytorch`, or `pytorch (ddp)` beyond one device."""
+    return framework if strategy == SINGLE_DEVICE else f"{framework} ({strategy})"
+
+
+def setup(batch: str, precision: str, data: str) -> str:
+    """`batch 8/device, fp32, synthetic data`: what one table or figure panel holds fixed."""
+    return f"batch {batch}/device, {precision}, {data} data"
+
+
+def group_title(model: str, batch: str, precision: str, data: str) -> str:
+    """The report's heading of one table: `ResNet-50, batch 8 per device, fp32, synthetic data`."""
+    per_device = "the largest batch that fits" if batch == "max" else f"batch {batch}"
+    return f"{model_title(model)}, {per_device} per device, {precision}, {data} data"
+
+
+def text(value, default: str = "") -> str:
+    """A table value as text; `default` for a missing one (None, NaN)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return default
+    return str(value)

@@ -1,0 +1,153 @@
+"""The report's throughput tables: one entry per cell, linked from the findings by its id."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+from markupsafe import Markup, escape
+
+from dlbench import findings as fnd
+from dlbench import labels, tables
+from dlbench.coords import SINGLE_DEVICE, CellKey
+from dlbench.stats import finite
+
+REASON_CHARS = 400  # a failure reason longer than this is cut in the notes (full text on hover)
+
+
+def cell_id(key: CellKey) -> str:
+    """The HTML id of a cell's table entry (coordinates are safe names, see coords.py)."""
+    return "cell-" + "-".join(str(v) for v in key.as_dict().values())
+
+
+def compact_reason(reason: str) -> str:
+    """`rank 0: oom: X; rank 1: oom: X | rank 0: oom: X` → `ranks 0, 1: oom: X` (one line per distinct message)."""
+    by_message: dict[str, list[str]] = {}
+    for part in (p.strip() for run in reason.split(" | ") for p in run.split("; ")):
+        if not part:
+            continue
+        match = re.fullmatch(r"rank (\S+): (.*)", part, flags=re.DOTALL)
+        ranks, message = ([match.group(1)], match.group(2)) if match else ([], part)
+        by_message.setdefault(message, [])
+        by_message[message] += [r for r in ranks if r not in by_message[message]]
+    return "; ".join(
+        (f"rank{'s' if len(ranks) > 1 else ''} {', '.join(ranks)}: " if ranks else "") + message
+        for message, ranks in by_message.items()
+    )
+
+
+def finding_html(finding: fnd.Finding) -> Markup:
+    """A finding with every number marked up: linked to its table cell, its cells on hover."""
+    out = []
+    for part in finding.parts:
+        if not isinstance(part, fnd.Number):
+            out.append(escape(part))
+            continue
+        names = [k.label for k in part.cells[:8]] + (["…"] if len(part.cells) > 8 else [])
+        title = f"{part.quantity} from: " + "; ".join(names)
+        if len(part.cells) <= 2:
+            out.append(
+                Markup('<a class="num" href="#{}" title="{}">{}</a>').format(cell_id(part.cells[0]), title, part.text)
+            )
+        else:
+            out.append(Markup('<span class="num" title="{}">{}</span>').format(title, part.text))
+    return Markup("").join(out)
+
+
+def throughput_tables(cells: pd.DataFrame) -> list[dict]:
+    """Per model/batch/precision/data: rows framework (strategy), columns scales.
+
+    The 1-device column shows the single-process cell in every row of its framework.
+    Each entry carries the cell's id (first appearance only), its text, speedup and
+    efficiency, CSS classes, and a footnote number when the cell has a reason.
+    """
+    out = []
+    for (model, batch, precision, data), group in cells.groupby(fnd.GROUP, sort=True):
+        scales = labels.sorted_scales(group["scale"])
+        rows, notes, seen = [], [], set()
+        for fw in sorted(group["framework"].unique()):
+            mine = group[group["framework"] == fw]
+            strategies = sorted(s for s in mine["strategy"].unique() if s != SINGLE_DEVICE) or [SINGLE_DEVICE]
+            for strategy in strategies:
+                entries = []
+                for scale in scales:
+                    wanted = SINGLE_DEVICE if labels.devices(scale) == 1 else strategy
+                    match = mine[(mine["scale"] == scale) & (mine["strategy"] == wanted)]
+                    entries.append(None if match.empty else _table_entry(match.iloc[0], seen, notes))
+                rows.append({"label": labels.series_label(fw, strategy), "framework": fw, "entries": entries})
+        out.append(
+            {
+                "key": (model, batch, precision, data),
+                "title": labels.group_title(model, batch, precision, data),
+                "unit": labels.unit(model),
+                "columns": [{"scale": s, "label": labels.caict(s), "devices": labels.devices(s)} for s in scales],
+                "rows": rows,
+                "notes": notes,
+            }
+        )
+    return out
+
+
+def _note(key: CellKey, status: str, reason: str, notes: list) -> int:
+    """The footnote number of a cell's reason (one footnote per cell)."""
+    existing = next((n for n in notes if n["key"] == key), None)
+    if existing is None:
+        existing = {
+            "n": len(notes) + 1,
+            "key": key,
+            "label": key.label,
+            "status": labels.status_label(status),
+            "reason": reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else ""),
+            "full_reason": reason,
+        }
+        notes.append(existing)
+    return existing["n"]
+
+
+def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
+    hover = [key.label, f"status {status}"]
+    if has_number:
+        hover.append(f"{cell.get('statistic', '')} of {int(cell['n'])}/{int(cell['repeats'])} repeats")
+        if finite(cell.get("cv")):
+            hover.append(f"CV {cell['cv']:.2f}")
+        if finite(cell.get("tflops")):
+            hover.append(f"{cell['tflops']:.3g} TFLOP/s")
+        if finite(cell.get("mfu")):
+            hover.append(f"MFU {cell['mfu']:.1%}")
+    return " · ".join(hover)
+
+
+def _ci_text(cell: pd.Series, has_number: bool) -> str:
+    if has_number and finite(cell.get("ci95_low")) and finite(cell.get("ci95_high")) and int(cell["n"]) > 1:
+        return f"95% CI {cell['ci95_low']:.1f}–{cell['ci95_high']:.1f}"
+    return ""
+
+
+def _tflops_text(cell: pd.Series, has_number: bool) -> str:
+    if not (has_number and finite(cell.get("tflops"))):
+        return ""
+    return f"{cell['tflops']:.3g} TFLOP/s" + (f" · MFU {cell['mfu']:.0%}" if finite(cell.get("mfu")) else "")
+
+
+def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
+    key = fnd.cell_key(cell)
+    status = labels.text(cell["status"], "missing")
+    has_number = finite(cell.get("throughput"))
+    classes = ["status-" + status] + (["noisy"] if bool(cell.get("noisy", False)) is True else [])
+    scaled = has_number and labels.devices(key.scale) > 1 and finite(cell.get("speedup"))
+    reason = compact_reason(labels.text(cell.get("reason")))
+    note = _note(key, status, reason, notes) if status != "ok" and (reason or not has_number) else None
+    entry = {
+        "id": None if key in seen else cell_id(key),
+        "text": tables.cell_text(cell),
+        "has_number": has_number,
+        "ci": _ci_text(cell, has_number),
+        "tflops": _tflops_text(cell, has_number),
+        "speedup": f"{cell['speedup']:.2f}×" if scaled else "",
+        "efficiency": f"{cell['efficiency']:.2f}" if scaled else "",
+        "classes": " ".join(classes),
+        "note": note,
+        "title": _hover(cell, key, status, has_number),
+    }
+    seen.add(key)
+    return entry

@@ -1,0 +1,121 @@
+"""The report page: its data from the tables, rendered with Jinja2 (dlbench/templates/)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from dlbench import environment as environments
+from dlbench import figures as figs
+from dlbench import findings as fnd
+from dlbench import labels
+from dlbench.provenance import sha256_file
+from dlbench.report.cells import finding_html
+from dlbench.report.sections import method, model_sections, published_vs_measured
+from dlbench.stats import finite
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def _status_order(status: str) -> int:
+    return list(labels.STATUS_MEANING).index(status) if status in labels.STATUS_MEANING else len(labels.STATUS_MEANING)
+
+
+def and_join(items) -> str:
+    items = [str(i) for i in items]
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["and_join"] = and_join
+    return env.get_template("report.html.j2")
+
+
+def _counts(cells: pd.DataFrame, runs: pd.DataFrame) -> dict:
+    return {
+        "runs": len(runs),
+        "runs_ok": int((runs["status"] == "ok").sum()) if not runs.empty else 0,
+        "cells": len(cells),
+        "cells_with_number": int(cells["throughput"].map(finite).sum()) if not cells.empty else 0,
+    }
+
+
+def render(
+    cells: pd.DataFrame,
+    runs: pd.DataFrame,
+    protocol: dict,
+    config: dict,
+    *,
+    environment: dict | None = None,
+    references: pd.DataFrame | None = None,
+    generated: str | None = None,
+    sources: dict[str, str] | None = None,
+) -> str:
+    """The report as one HTML string. `environment`: the aggregate stage's environment table
+    (dlbench.environment); without it, what runs.csv says."""
+    if not cells.empty:
+        # Read back from CSV, n and repeats are floats where an N/A cell has none.
+        cells = cells.assign(
+            batch=cells["batch"].astype(str),
+            n=cells["n"].fillna(0).astype(int),
+            repeats=cells["repeats"].fillna(0).astype(int),
+        )
+    noisy_cv = float(((config.get("analysis") or {}).get("noisy_cv")) or 0.1)
+    reference_settings = config.get("references") or {}
+    found = fnd.findings(cells, noisy_cv)
+    found += fnd.reference_verdicts(references, float(reference_settings.get("tolerance", 0.1)))
+    return _template().render(
+        generated=generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        protocol=protocol,
+        method=method(protocol, config, cells, noisy_cv),
+        environment=environment if environment is not None else environments.from_runs(runs),
+        overall=[finding_html(f) for f in found if f.model is None],
+        models=model_sections(cells, runs, found) if not cells.empty else [],
+        references=published_vs_measured(references, reference_settings, found),
+        counts=_counts(cells, runs),
+        sources={"cells": "", "cells_sha256": "", "runs": "", "environment": "", **(sources or {})},
+        statuses=sorted(set(cells["status"]) - {"ok"}, key=_status_order) if not cells.empty else [],
+        status_meaning=labels.STATUS_MEANING,
+        status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
+        colour=figs.colour,
+    )
+
+
+def render_files(
+    cells_path: str | Path,
+    runs_path: str | Path,
+    protocol: dict,
+    config: dict,
+    references_path: str | Path | None = None,
+    environment_path: str | Path | None = None,
+) -> str:
+    """The report from the table files, as the pipeline writes them (references.csv and
+    environment.json optional)."""
+    cells = pd.read_csv(cells_path, dtype={"batch": str})
+    runs = pd.read_csv(runs_path, dtype={"batch": str})
+    references = None
+    if references_path is not None and Path(references_path).exists():
+        references = pd.read_csv(references_path, dtype={"batch": str})
+    environment = None
+    if environment_path is not None and Path(environment_path).exists():
+        environment = environments.read(environment_path)
+    sources = {"cells": str(cells_path), "cells_sha256": sha256_file(cells_path), "runs": str(runs_path)}
+    return render(
+        cells,
+        runs,
+        protocol,
+        config,
+        environment=environment,
+        references=references,
+        sources={**sources, "environment": str(environment_path) if environment is not None else ""},
+    )

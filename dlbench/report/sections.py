@@ -1,0 +1,170 @@
+"""The report's page data: test method, per-model sections, data comparison, published vs measured."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dlbench import figures as figs
+from dlbench import findings as fnd
+from dlbench import labels
+from dlbench.aggregate import real_data_pairs
+from dlbench.coords import SINGLE_DEVICE
+from dlbench.models import CATALOGUE
+from dlbench.report.cells import cell_id, finding_html, throughput_tables
+from dlbench.stats import finite
+
+
+def _input_sizes(models: list[str], run: dict) -> list[str]:
+    sizes = []
+    for m in models:
+        spec = CATALOGUE.get(m, {})
+        if spec.get("kind") == "text":
+            n = run.get("seq_len") or spec.get("default_seq_len")
+            sizes.append(f"{labels.model_title(m)}: sequences of {n} tokens")
+        else:
+            n = run.get("image_size") or spec.get("default_image_size")
+            sizes.append(f"{labels.model_title(m)}: {n}×{n} px images")
+    return sizes
+
+
+def method(protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float) -> dict:
+    """What was measured and how: the method section's facts."""
+    run = config.get("run", {}) or {}
+    grid = config.get("grid", {}) or {}
+    measured = not cells.empty
+    models = list(dict.fromkeys(cells["model"])) if measured else list(grid.get("models", []))
+    smaller = bool(run.get("image_size")) and any(
+        run["image_size"] < CATALOGUE.get(m, {}).get("default_image_size", 0) for m in models
+    )
+    return {
+        "units": list(dict.fromkeys(labels.sample_noun(m) for m in models)),
+        "frameworks": sorted(set(cells["framework"])) if measured else list(grid.get("frameworks", [])),
+        "models": [labels.model_title(m) for m in models],
+        "batches": sorted({str(b) for b in cells["batch"]}, key=lambda b: (b == "max", b.zfill(8))) if measured else [],
+        "scales": labels.sorted_scales(cells["scale"]) if measured else [],
+        "data": [labels.DATA_TEXT.get(d, d) for d in dict.fromkeys(cells["data"])] if measured else [],
+        "precision": [f"{p} ({labels.PRECISION_TEXT.get(p, p)})" for p in dict.fromkeys(cells["precision"])]
+        if measured
+        else [],
+        "strategies": [
+            (s, labels.STRATEGY_TEXT.get(s, s)) for s in (sorted(set(cells["strategy"])) if measured else [])
+        ],
+        "sizes": _input_sizes(models, run),
+        "image_sizes": {run.get("image_size") or CATALOGUE.get(m, {}).get("default_image_size") for m in models},
+        "smaller_than_published": smaller,
+        "device": run.get("device", "cpu"),
+        "threads": run.get("threads"),
+        "time_limit_s": run.get("time_limit_s"),
+        "noisy_cv": noisy_cv,
+        "statistic": str(protocol.get("statistic", "")).replace("_", " "),
+    }
+
+
+def _parameters(runs: pd.DataFrame, model: str) -> list[str]:
+    """`25.6 M (pytorch, tensorflow)`: trainable parameters as the frameworks counted them."""
+    params: dict[str, list[str]] = {}
+    if not runs.empty and "trainable_params" in runs:
+        for fw, g in runs[(runs["model"] == model) & runs["trainable_params"].map(finite)].groupby("framework"):
+            params.setdefault(f"{g['trainable_params'].iloc[0] / 1e6:.1f} M", []).append(fw)
+    return [f"{p} ({', '.join(fws)})" for p, fws in params.items()]
+
+
+def _catalogue_order(model: str) -> int:
+    return list(CATALOGUE).index(model) if model in CATALOGUE else 99
+
+
+def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding]) -> list[dict]:
+    """Per model: facts, findings, tables, and figures drawn from its cells only."""
+    sections = []
+    all_tables = throughput_tables(cells)
+    for model in sorted(cells["model"].unique(), key=_catalogue_order):
+        mine = cells[cells["model"] == model]
+        has_number = mine["throughput"].map(finite).any()
+        scaled = not mine[(mine["devices"] > 1) & mine["speedup"].map(finite)].empty
+        data_rows, data_figure = data_comparison(mine)
+        sections.append(
+            {
+                "model": model,
+                "id": f"model-{model}",
+                "title": labels.model_title(model),
+                "unit": labels.unit(model),
+                "params": _parameters(runs, model),
+                "findings": [finding_html(f) for f in found if f.model == model],
+                "tables": [t for t in all_tables if t["key"][0] == model],
+                "throughput_figure": figs.png_data_uri(figs.throughput_figure, mine) if has_number else None,
+                "speedup_figure": figs.png_data_uri(figs.speedup_figure, mine) if scaled else None,
+                "data_rows": data_rows,
+                "data_figure": data_figure,
+                "scales": labels.sorted_scales(mine["scale"]),
+            }
+        )
+    return sections
+
+
+def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
+    """Rows and figure of real-data cells beside their synthetic twins (none: no such pair)."""
+    pairs = real_data_pairs(cells)
+    if pairs.empty:
+        return [], None
+    rows = [
+        {
+            "framework": c["framework"],
+            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
+            "batch": c["batch"],
+            "precision": c["precision"],
+            "synthetic": f"{c['synthetic_throughput']:.1f}",
+            "real": f"{c['throughput']:.1f}",
+            "ratio": f"{c['real_vs_synthetic']:.2f}",
+            "wait": f"{c['data_wait_fraction']:.1%}" if finite(c.get("data_wait_fraction")) else "—",
+        }
+        for _, c in pairs.iterrows()
+    ]
+    return rows, figs.png_data_uri(figs.data_figure, cells)
+
+
+def _number(value, spec: str, suffix: str = "") -> str:
+    return f"{value:{spec}}{suffix}" if finite(value) else "—"
+
+
+def _reference_row(r: pd.Series) -> dict:
+    return {
+        "cell_id": cell_id(fnd.cell_key(r)),
+        "cell": f"{r['framework']} {labels.model_title(r['model'])}, batch {r['batch']}, {r['scale']}"
+        + (f" {r['strategy']}" if r["strategy"] != SINGLE_DEVICE else ""),
+        "kind": labels.text(r.get("kind")),
+        "source": labels.text(r.get("source")),
+        "hardware": labels.text(r.get("hardware")),
+        "reference_setup": " ".join(
+            v for v in (labels.text(r.get("reference_framework")), labels.text(r.get("reference_strategy"))) if v
+        ),
+        "reference": _number(r.get("reference"), ".1f"),
+        "measured": _number(r.get("measured"), ".1f"),
+        "ratio": _number(r.get("ratio"), ".2f", "×"),
+        "verdict": labels.text(r.get("verdict")),
+    }
+
+
+def published_vs_measured(references: pd.DataFrame | None, settings: dict, found: list[fnd.Finding]) -> dict | None:
+    """The references table (results/tables/references.csv, from dlbench.references): each
+    measured cell beside the published number or baseline it matched, ratio and verdict,
+    and a figure of the ratios. None (no section) when there is no such table."""
+    if references is None:
+        return None
+    tolerance = float(settings.get("tolerance", 0.1))
+    out = {
+        "hardware": settings.get("hardware") or "",
+        "baseline": settings.get("baseline") or "",
+        "tolerance": tolerance,
+        "rows": [],
+        "figure": None,
+        "findings": [finding_html(f) for f in found if f.topic == "reference"],
+    }
+    if references.empty:
+        return out
+    refs = references.assign(batch=references["batch"].astype(str))
+    refs = refs.sort_values(["kind", "model", "devices", "framework", "source"], kind="stable")
+    out["rows"] = [_reference_row(r) for _, r in refs.iterrows()]
+    plotted = refs[refs["ratio"].map(finite)]
+    if not plotted.empty:
+        out["figure"] = figs.png_data_uri(lambda data, png: figs.reference_figure(data, tolerance, png), plotted)
+    return out
