@@ -1,7 +1,8 @@
-"""Framework registry: every module in this package except `base` is a framework.
+"""Framework registry: every module or package in this package except `base` and the
+`_`-prefixed helpers is a framework.
 
-Adding a framework (PaddlePaddle, JAX, ...) is adding one module here (and its lock in
-envs/). Importing a framework module must not import the framework itself.
+Adding a framework (PaddlePaddle, JAX, ...) is adding one module or package here (and its lock
+in envs/). Importing a framework module must not import the framework itself.
 
 Process layout of a run: `layout()` below is the one definition of how many processes a
 strategy starts per node, how many devices each drives and which of them write step logs;

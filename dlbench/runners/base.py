@@ -1,6 +1,6 @@
 """The runner interface: one framework is one module behind it. Stdlib only.
 
-A framework module `dlbench/runners/<name>.py` defines, at module level and without
+A framework module `dlbench/runners/<name>.py` (or package `<name>/__init__.py`) defines, at module level and without
 importing its framework (the analysis environment imports it to validate config):
 
     FRAMEWORK   its name in config

@@ -1,0 +1,188 @@
+"""MXNet model definitions and the synthetic batch (docs/frameworks/mxnet.md): Gluon
+model-zoo CNNs (ResNets moved to v1.5) and an own Gluon BERT-base. Importing this module
+does not import MXNet."""
+
+from __future__ import annotations
+
+from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.workload import BERT_BASE, MAX_PREDICTIONS_PER_SEQ
+
+# model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
+ZOO_BUILDERS = {
+    "resnet50": ("resnet50_v1", True),
+    "resnet152": ("resnet152_v1", True),
+    "vgg16": ("vgg16", False),
+    "inception_v3": ("inception_v3", False),
+    "alexnet": ("alexnet", False),
+}
+
+
+def build_net(mx, model: str, ctxs):
+    """The model, initialised on every context and hybridized (one cached static graph)."""
+    if model == "bert_base":
+        net = _bert_pretraining_class(mx)(BERT_BASE, prefix="bert_")
+        net.initialize(mx.init.Normal(BERT_BASE["initializer_range"]), ctx=ctxs)
+    else:
+        from mxnet.gluon.model_zoo import vision
+
+        name, v15 = ZOO_BUILDERS[model]
+        net = getattr(vision, name)(pretrained=False, classes=IMAGE_CLASSES)
+        if v15:
+            _move_stride_to_3x3(net)
+        if model == "inception_v3":
+            _global_final_pool(net)
+        net.initialize(_initializer(mx, model), ctx=ctxs)
+    net.hybridize(static_alloc=True, static_shape=True)
+    return net
+
+
+def variant(model: str) -> str:
+    if model == "bert_base":
+        return "own Gluon BERT-base pre-training (MLM + NSP, tied decoder)"
+    name, v15 = ZOO_BUILDERS[model]
+    return f"gluon.model_zoo.vision.{name}" + (" with stride on the 3x3 conv (v1.5)" if v15 else "")
+
+
+def _move_stride_to_3x3(net) -> None:
+    """ResNet v1 -> v1.5: in each down-sampling BottleneckV1 the stride goes to the 3x3 conv."""
+    for stage in net.features:
+        for block in getattr(stage, "_children", {}).values():
+            body = getattr(block, "body", None)
+            if body is None or len(body) != 8:
+                continue
+            first, mid = body[0], body[3]
+            if tuple(first._kwargs["stride"]) != (1, 1):
+                mid._kwargs["stride"] = first._kwargs["stride"]
+                first._kwargs["stride"] = (1, 1)
+
+
+def _global_final_pool(net) -> None:
+    """InceptionV3: Gluon's final AvgPool2D(8) is global at 299 px; make it global at any size
+    (identical at 299 px; Gluon's fixed pool fails below it, where torchvision and Keras build)."""
+    from mxnet.gluon import nn
+
+    children = net.features._children
+    for key, block in children.items():
+        if isinstance(block, nn.AvgPool2D) and tuple(block._kwargs["kernel"]) == (8, 8):
+            children[key] = nn.GlobalAvgPool2D()
+
+
+def _initializer(mx, model: str):
+    """He/MSRA for the BatchNorm networks (Gluon's ImageNet recipes); Glorot uniform for VGG-16
+    and AlexNet, which have no BatchNorm and diverge under He init with SGD lr 0.01."""
+    if model in ("vgg16", "alexnet"):
+        return mx.init.Xavier()
+    return mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2)
+
+
+def _encoder_layer_class(nn):
+    class EncoderLayer(nn.HybridBlock):
+        def __init__(self, c, **kwargs):
+            super().__init__(**kwargs)
+            units, hidden, eps = c["hidden_size"], c["intermediate_size"], c["layer_norm_eps"]
+            self._heads = c["num_attention_heads"]
+            with self.name_scope():
+                # One fused projection; its output is read as interleaved (head, q|k|v, dim),
+                # the layout MXNet's fused self-attention kernels expect.
+                self.qkv = nn.Dense(3 * units, flatten=False, in_units=units, prefix="qkv_")
+                self.proj = nn.Dense(units, flatten=False, in_units=units, prefix="proj_")
+                self.ln_att = nn.LayerNorm(epsilon=eps, in_channels=units, prefix="ln_att_")
+                self.ffn_1 = nn.Dense(hidden, flatten=False, in_units=units, prefix="ffn1_")
+                self.ffn_2 = nn.Dense(units, flatten=False, in_units=hidden, prefix="ffn2_")
+                self.ln_ffn = nn.LayerNorm(epsilon=eps, in_channels=units, prefix="ln_ffn_")
+                self.drop_att = nn.Dropout(c["attention_probs_dropout_prob"])
+                self.drop = nn.Dropout(c["hidden_dropout_prob"])
+
+        def hybrid_forward(self, F, x):  # x: (length, batch, units)
+            qkv = self.qkv(x)
+            scores = F.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self._heads)
+            weights = self.drop_att(F.softmax(scores, axis=-1))
+            context = F.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self._heads)
+            x = self.ln_att(x + self.drop(self.proj(context)))
+            h = self.ffn_2(F.LeakyReLU(self.ffn_1(x), act_type="gelu"))
+            return self.ln_ffn(x + self.drop(h))
+
+    return EncoderLayer
+
+
+def _bert_pretraining_class(mx):
+    """Gluon BERT pre-training model (defined lazily: it subclasses MXNet classes)."""
+    from mxnet.gluon import nn
+
+    encoder_layer = _encoder_layer_class(nn)
+
+    class BertForPretraining(nn.HybridBlock):
+        def __init__(self, c, **kwargs):
+            super().__init__(**kwargs)
+            units, eps, vocab = c["hidden_size"], c["layer_norm_eps"], c["vocab_size"]
+            self._units, self._max_length = units, c["max_position_embeddings"]
+            with self.name_scope():
+                self.word_embed = nn.Embedding(vocab, units, prefix="word_embed_")
+                self.type_embed = nn.Embedding(c["type_vocab_size"], units, prefix="type_embed_")
+                self.position_weight = self.params.get("position_weight", shape=(self._max_length, units))
+                self.ln_embed = nn.LayerNorm(epsilon=eps, in_channels=units, prefix="ln_embed_")
+                self.drop = nn.Dropout(c["hidden_dropout_prob"])
+                self.layers = nn.HybridSequential(prefix="layers_")
+                with self.layers.name_scope():
+                    for i in range(c["num_hidden_layers"]):
+                        self.layers.add(encoder_layer(c, prefix=f"l{i}_"))
+                self.pooler = nn.Dense(units, activation="tanh", in_units=units, prefix="pooler_")
+                self.nsp = nn.Dense(2, in_units=units, prefix="nsp_")
+                self.mlm_dense = nn.Dense(units, flatten=False, in_units=units, prefix="mlm_dense_")
+                self.mlm_ln = nn.LayerNorm(epsilon=eps, in_channels=units, prefix="mlm_ln_")
+                # The decoder shares the word embedding's parameter dict (gluonnlp's way of
+                # tying): its `weight` is the embedding matrix; its bias is its own.
+                self.mlm_decoder = nn.Dense(
+                    vocab, flatten=False, in_units=units, params=self.word_embed.collect_params()
+                )
+            assert self.mlm_decoder.weight is self.word_embed.weight, "MLM decoder not tied to the embedding"
+
+        def hybrid_forward(self, F, ids, types, positions, position_weight):
+            # ids, types: (batch, length); positions: (batch * masked,) flat indices into
+            # the (batch * length) token rows.
+            x = self.word_embed(ids) + self.type_embed(types)
+            steps = F.contrib.arange_like(ids, axis=1)
+            pos_embed = F.Embedding(steps, position_weight, input_dim=self._max_length, output_dim=self._units)
+            x = F.broadcast_add(x, F.expand_dims(pos_embed, axis=0))
+            x = self.drop(self.ln_embed(x))
+            x = self.layers(F.transpose(x, axes=(1, 0, 2)))  # (length, batch, units)
+            x = F.transpose(x, axes=(1, 0, 2))  # (batch, length, units)
+            nsp_logits = self.nsp(self.pooler(F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)))
+            rows = F.take(F.reshape(x, shape=(-1, self._units)), positions)
+            h = self.mlm_ln(F.LeakyReLU(self.mlm_dense(rows), act_type="gelu"))
+            return self.mlm_decoder(h), nsp_logits
+
+    return BertForPretraining
+
+
+def synthetic_batch(mx, spec, ctxs, text_shape=None):
+    """(inputs, labels) per context and the masked-LM width: created once on the first
+    context and copied to the others (every device the same batch, so the reduced update
+    equals a single-device run's). BERT: `text_shape` (length, masked) of the real data."""
+    ctx, b = ctxs[0], spec.batch
+    # The same on every rank (as in the PyTorch runner): a dist_sync update equals a single device's.
+    mx.random.seed(spec.seed, ctx=ctx)
+    masked = None
+    if spec.coords.model == "bert_base":
+        length, masked = text_shape or (spec.seq_len, min(MAX_PREDICTIONS_PER_SEQ, spec.seq_len))
+        inputs, labels = _bert_batch(mx, ctx, b, length, masked)
+    else:
+        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        inputs = (mx.nd.random.normal(shape=(b, 3, size, size), ctx=ctx),)
+        labels = (mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32"),)
+    replicas = [(inputs, labels)] + [
+        (tuple(x.as_in_context(c) for x in inputs), tuple(y.as_in_context(c) for y in labels)) for c in ctxs[1:]
+    ]
+    return replicas, masked
+
+
+def _bert_batch(mx, ctx, b: int, length: int, masked: int):
+    vocab = BERT_BASE["vocab_size"]
+    ids = mx.nd.random.randint(0, vocab, shape=(b, length), ctx=ctx).astype("float32")
+    types = mx.nd.concat(mx.nd.zeros((b, length // 2), ctx=ctx), mx.nd.ones((b, length - length // 2), ctx=ctx), dim=1)
+    # Flat indices of `masked` distinct positions per sequence into (batch*length) rows.
+    pos = mx.nd.stack(*[mx.nd.random.shuffle(mx.nd.arange(length, ctx=ctx))[:masked] for _ in range(b)])
+    pos = pos + mx.nd.arange(b, ctx=ctx).reshape((b, 1)) * length
+    mlm_labels = mx.nd.random.randint(0, vocab, shape=(b, masked), ctx=ctx).astype("float32")
+    labels = (mlm_labels, mx.nd.random.randint(0, 2, shape=(b,), ctx=ctx).astype("float32"))
+    return (ids, types, pos.reshape((-1,))), labels
