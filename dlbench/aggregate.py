@@ -81,17 +81,23 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         )
         return row
 
-    header = logs[0].header
     measured = [log.measured_steps() for log in logs]
     if any(not steps for steps in measured):
         row.update(status="invalid", reason="a rank has no measured steps")
         return row
+    row.update(_measurement(logs, measured))
+    return row
+
+
+def _measurement(logs: list[StepLog], measured: list[list[dict]]) -> dict:
+    """Throughput and the evidence beside it, from ranks that all have measured steps."""
+    header = logs[0].header
     windows = [steps[-1]["t_end"] - steps[0]["t_start"] for steps in measured]
     busy = sum(s["t_end"] - s["t_start"] for steps in measured for s in steps)
     waited = sum(s.get("data_wait", 0.0) for steps in measured for s in steps)
     samples = sum(s["samples"] for steps in measured for s in steps)
     first_losses = [s["loss"] for s in logs[0].steps if s.get("loss") is not None]
-    row.update(
+    return dict(
         throughput=stats.window_throughput(samples, max(windows)),
         window_s=max(windows),
         measured_samples=samples,
@@ -108,7 +114,6 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         seq_len=header.get("seq_len"),
         trainable_params=header["framework"].get("trainable_params"),
     )
-    return row
 
 
 def runs_table(runs: list[RunCoords], root: str | Path = ".", workers: int | None = None) -> pd.DataFrame:
