@@ -16,7 +16,7 @@ import dlbench.launch as launch_package
 from dlbench import slurm
 from dlbench.launch import LaunchRequest
 from dlbench.launch.launchers import SrunLauncher, this_rank
-from dlbench.launch.record import write_launch_record
+from dlbench.launch.record import slurm_verdict, write_launch_record
 from dlbench.launch.run import main
 from tests.conftest import make_coords, write_run
 
@@ -469,3 +469,14 @@ def test_modules_are_stdlib_only(package):
         lines = path.read_text().splitlines()
         imported = {line.split()[1].split(".")[0] for line in lines if line.startswith(("import ", "from "))}
         assert imported <= set(sys.stdlib_module_names) | {"__future__", "dlbench"}, path
+
+
+def test_a_launch_record_from_before_the_verdict_still_gets_slurms_word(tmp_path):
+    """launch.json written before it carried `slurm_verdict`: the verdict comes from slurm.json."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    slurm.write_record(run_dir, {"job_id": "35", "oom_kill": True})
+    (run_dir / "launch.json").write_text(json.dumps({"launcher": "srun", "rank_exit_codes": [0, 137]}))
+    assert slurm_verdict(run_dir) == ("oom", "Slurm job 35: a rank was killed by the out-of-memory handler")
+    (run_dir / "launch.json").write_text(json.dumps({"launcher": "srun", "slurm_verdict": None}))
+    assert slurm_verdict(run_dir) == (None, "")

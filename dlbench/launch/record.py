@@ -48,5 +48,10 @@ def slurm_verdict(run_dir: str | os.PathLike) -> tuple[str | None, str]:
         record = json.loads((Path(run_dir) / RECORD_NAME).read_text())
     except (OSError, ValueError):
         return None, ""
+    if record.get("launcher") == "srun" and "slurm_verdict" not in record:
+        # Written before launch.json carried the verdict: slurm.json still has it.
+        from dlbench.slurm import outcome
+
+        return outcome(run_dir)
     verdict = record.get("slurm_verdict") or {}
     return verdict.get("status"), verdict.get("reason") or ""
