@@ -480,3 +480,18 @@ def test_environment_with_slurm_gpus_and_a_container():
     assert facts["dlbench code (git)"] == "fedcba9876 with uncommitted changes"
     assert facts["Threads per process"] == "4 with 4 processes per node"
     assert facts["Devices"] == "cuda (2 processes)"
+
+
+def test_labels_have_one_spelling_each():
+    from dlbench import labels
+
+    assert (
+        labels.scale_with_caict("2x4", "ddp") == "2x4 (2n4c) ddp"
+        and labels.scale_with_caict("1x1", "single") == "1x1 (1n1c)"
+    )
+    assert labels.scale_and_strategy("1x2", "ddp") == "1x2 ddp" and labels.series_label("mxnet", "single") == "mxnet"
+    assert labels.status_label("oom") == "OOM" and labels.status_label("partial") == "PARTIAL"
+    assert labels.status_label("partial", unknown=str) == "partial"
+    assert labels.unit("bert_base") == "sequences/s" and labels.unit("unknown_model") == "samples/s"
+    assert labels.setup("8", "fp32", "real") == "batch 8/device, fp32, real data"
+    assert labels.sorted_scales(["2x2", "1x1", "1x2", "1x1"]) == ["1x1", "1x2", "2x2"]
