@@ -59,8 +59,8 @@ def build(args) -> SimpleNamespace:
 
 def train_step_of(t: SimpleNamespace, forward=None, optimizer_step=None):
     """The textbook step; `forward` / `optimizer_step` replace the model call / optimizer.step."""
-    forward = forward or t.model
-    optimizer_step = optimizer_step or t.optimizer.step
+    forward = t.model if forward is None else forward
+    optimizer_step = t.optimizer.step if optimizer_step is None else optimizer_step
 
     def train_step():
         t.optimizer.zero_grad(set_to_none=True)
