@@ -81,7 +81,7 @@ def sorted_scales(scales: Iterable[str]) -> list[str]:
 
 
 def caict(scale: str) -> str:
-    """CAICT's notation of a scale: `2x4` → `2n4c`."""
+    """CAICT's notation of a scale (nodes, devices in all): `2x4` → `2n8c`."""
     return Scale.parse(scale).caict_label
 
 

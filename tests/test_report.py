@@ -486,7 +486,7 @@ def test_labels_have_one_spelling_each():
     from dlbench import labels
 
     assert (
-        labels.scale_with_caict("2x4", "ddp") == "2x4 (2n4c) ddp"
+        labels.scale_with_caict("2x4", "ddp") == "2x4 (2n8c) ddp"
         and labels.scale_with_caict("1x1", "single") == "1x1 (1n1c)"
     )
     assert labels.scale_and_strategy("1x2", "ddp") == "1x2 ddp" and labels.series_label("mxnet", "single") == "mxnet"
