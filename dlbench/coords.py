@@ -15,7 +15,10 @@ SAFE_NAME = r"[a-z][a-z0-9_]*"
 SCALE_PATTERN = r"[1-9][0-9]*x[1-9][0-9]*"
 BATCH_PATTERN = r"[1-9][0-9]*|max"
 
-RUN_DIR_TEMPLATE = "results/runs/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
+# A run's place below results/runs/ (its directory) and logs/runs/ (its Snakemake job log).
+RUN_PATH_TEMPLATE = "{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
+RUN_DIR_TEMPLATE = "results/runs/" + RUN_PATH_TEMPLATE
+RUN_LOG_TEMPLATE = "logs/runs/" + RUN_PATH_TEMPLATE + ".log"
 
 # The file Snakemake tracks per run (written by the launcher; raw rank logs sit beside it).
 RUN_RECORD_TEMPLATE = RUN_DIR_TEMPLATE + "/launch.json"

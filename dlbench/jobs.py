@@ -11,11 +11,12 @@ Executors other than slurm ignore every key but `mem_mb` and `runtime`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
 from dlbench import slurm
-from dlbench.coords import RunCoords, Scale
+from dlbench.coords import RUN_FIELDS, RunCoords, Scale
 
 
 @dataclass(frozen=True, order=True)
@@ -84,3 +85,18 @@ def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:
 def constraint(values: list[str]) -> str:
     """A wildcard constraint matching exactly these values."""
     return "|".join(re.escape(v) for v in values)
+
+
+def ended_run_constraints(runs: list[RunCoords]) -> dict[str, str] | None:
+    """Wildcard constraints that match (at least) the runs an earlier invocation's Slurm job
+    left without launch.json (train.smk's record_ended_run), or None if there are none.
+    Only srun-launched runs leave slurm.json."""
+    ended = [
+        run
+        for run in runs
+        if os.path.exists(os.path.join(run.run_dir, slurm.RECORD))
+        and not os.path.exists(os.path.join(run.run_dir, "launch.json"))
+    ]
+    if not ended:
+        return None
+    return {name: constraint(sorted({str(getattr(run, name)) for run in ended})) for name in RUN_FIELDS}

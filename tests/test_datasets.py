@@ -169,7 +169,12 @@ def schema_defaults():
 
 
 def test_paths_defaults_are_the_schemas():
-    assert schema_defaults() == paths.DEFAULTS
+    # The schema is the one source: settings of an empty config are its defaults, resolved
+    # (no val split → no val images; seq_len 0 → BERT's 128).
+    defaults = schema_defaults()
+    assert paths.image_settings({}) == {**defaults["images"], "val_count": 0}
+    assert paths.text_settings({}) == {**defaults["text"], "seq_len": paths.DEFAULT_SEQ_LEN}
+    assert defaults["text"]["examples"] == 512 and defaults["images"]["shards"] == 4
 
 
 def test_dataset_paths_and_train_inputs():

@@ -51,6 +51,8 @@ FIELDS = {
     "masked_lm_weights": np.float32,
     "next_sentence_labels": np.int32,
 }
+# make_examples' settings from config `data.text`, in the manifest's order ("examples" as "count").
+EXAMPLE_SETTINGS = ("examples", "seq_len", "max_predictions", "masked_lm_prob", "short_seq_prob", "seed")
 EXAMPLES_NAME, VOCAB_NAME, CORPUS_NAME = "examples.npz", "vocab.txt", "corpus.txt"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'*`])")
 _UNDERLINE = re.compile(r"^([*=\-~^])\1{2,}$")
@@ -270,20 +272,12 @@ def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
             archive.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), buffer.getvalue())
 
 
-def build(
-    out_dir: str | os.PathLike,
-    *,
-    corpus: str | None,
-    examples: int,
-    seq_len: int,
-    max_predictions: int,
-    masked_lm_prob: float,
-    short_seq_prob: float,
-    vocab_size: int,
-    seed: int,
-) -> dict:
-    """Corpus → vocab.txt (+ corpus.txt for the default corpus) → examples.npz → manifest."""
+def build(out_dir: str | os.PathLike, settings: dict) -> dict:
+    """Corpus → vocab.txt (+ corpus.txt for the default corpus) → examples.npz → manifest.
+    `settings`: config `data.text` as dlbench.data.paths.text_settings resolves it."""
     out_dir = os.fspath(out_dir)
+    corpus, vocab_size = settings["corpus"], settings["vocab_size"]
+    example_settings = {name: settings[name] for name in EXAMPLE_SETTINGS}
     if not 5 < vocab_size <= BERT_VOCAB_SIZE:
         raise DataError(f"vocab_size {vocab_size}: must be in (5, {BERT_VOCAB_SIZE}]")
     os.makedirs(out_dir, exist_ok=True)
@@ -302,16 +296,7 @@ def build(
     tokenizer = train_vocab(sentences, vocab_size, out_dir)
     encoded = iter(tokenizer.encode_batch(sentences, add_special_tokens=False))
     token_documents = [[next(encoded).ids for _ in document] for document in documents]
-    arrays = make_examples(
-        token_documents,
-        examples=examples,
-        seq_len=seq_len,
-        max_predictions=max_predictions,
-        masked_lm_prob=masked_lm_prob,
-        short_seq_prob=short_seq_prob,
-        vocab_size=tokenizer.get_vocab_size(),
-        seed=seed,
-    )
+    arrays = make_examples(token_documents, **example_settings, vocab_size=tokenizer.get_vocab_size())
     examples_path = os.path.join(out_dir, EXAMPLES_NAME)
     save_npz(examples_path, arrays)
     files = [EXAMPLES_NAME, VOCAB_NAME] + ([CORPUS_NAME] if corpus is None else [])
@@ -325,12 +310,7 @@ def build(
             "corpus_sha256": hashlib.sha256(text.encode()).hexdigest(),
             "documents": len(documents),
             "sentences": len(sentences),
-            "count": examples,
-            "seq_len": seq_len,
-            "max_predictions": max_predictions,
-            "masked_lm_prob": masked_lm_prob,
-            "short_seq_prob": short_seq_prob,
-            "seed": seed,
+            **{("count" if name == "examples" else name): value for name, value in example_settings.items()},
             "vocab_size": tokenizer.get_vocab_size(),
             "special_tokens": {token: i for i, token in enumerate(SPECIAL_TOKENS)},
             "lowercase": True,

@@ -1,4 +1,5 @@
-"""Where each dataset lives for a config, and the files a real-data train job needs. Stdlib only.
+"""Where each dataset lives for a config, and the files a real-data train job needs. Stdlib only
+at import (tfrecord.py needs `tfrecord_shards`); the settings read the config schema's defaults.
 
     results/data/images/generated-<id>/   the generated ImageNet layout (data.images.source: null)
     results/data/tensorflow/<id>/         TFRecord shards + manifest.json
@@ -18,7 +19,6 @@ dlbench.models.CATALOGUE).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -28,36 +28,15 @@ from dlbench.models import CATALOGUE
 DATA_ROOT = "results/data"
 MANIFEST = "manifest.json"
 IMAGE_FORMATS = {"tensorflow": "tfrecord", "pytorch": "imagefolder", "mxnet": "recordio"}
+# BERT's sequence length, for data.text.seq_len and run.seq_len both 0 (the model's default).
 DEFAULT_SEQ_LEN = 128
-# The schema's defaults (workflow/schemas/config.schema.yaml, `data`); a test keeps them equal.
-DEFAULTS = {
-    "images": {
-        "source": None,
-        "count": 256,
-        "val_count": 32,
-        "classes": 8,
-        "image_size": 96,
-        "quality": 90,
-        "seed": 0,
-        "shards": 4,
-        "val_shards": 1,
-        "splits": ["train"],
-    },
-    "text": {
-        "corpus": None,
-        "examples": 512,
-        "seq_len": 0,
-        "max_predictions": 20,
-        "masked_lm_prob": 0.15,
-        "short_seq_prob": 0.1,
-        "vocab_size": 8000,
-        "seed": 0,
-    },
-}
 
 
 def _section(config: dict, name: str) -> dict:
-    settings = copy.deepcopy(DEFAULTS[name])
+    """`data.<name>` over the schema's defaults (analysis environment only: reads the schema)."""
+    from dlbench.config import schema_defaults  # yaml: not in every framework environment
+
+    settings = schema_defaults("data", name)
     settings.update((config.get("data") or {}).get(name) or {})
     return settings
 

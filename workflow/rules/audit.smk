@@ -13,6 +13,7 @@ rule audit:
         verdict="results/audit/verdict.txt",
     log:
         "logs/audit.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     script:

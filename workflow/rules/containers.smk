@@ -2,13 +2,15 @@
 # --software-deployment-method apptainer (the Slurm profile with DLBENCH_APPTAINER=1): the training rule runs in
 # <framework>.sif, after verify_image has checked the file's sha256 against
 # containers/images.lock. The local default keeps the venvs and never touches an image.
-# Their input functions and settings are in common.smk.
+import sys
+
+from dlbench.deployment import IMAGE_RECORD
 
 
 rule container_images:
     """Build (where missing) and verify the image of every framework in the grid."""
     input:
-        grid_images(),
+        expand(IMAGE_RECORD, framework=sorted({run.framework for run in GRID.runs})),
 
 
 rule container_image:
@@ -21,7 +23,7 @@ rule container_image:
         recipe=ancient(os.path.join(REPO, "containers", "{framework}.def")),
         lock=ancient(os.path.join(REPO, "envs", "{framework}.txt")),
     output:
-        image=IMAGE_FILE,
+        image=DEPLOY.image_file,
     log:
         "logs/containers/build_{framework}.log",
     localrule: True
@@ -29,7 +31,9 @@ rule container_image:
         ANALYSIS_ENV
     params:
         python=sys.executable,
-        stage=lambda wildcards: os.path.join(IMAGES_DIR, "build", wildcards.framework),
+        stage=lambda wildcards: os.path.join(
+            DEPLOY.images_dir, "build", wildcards.framework
+        ),
         build_args=os.environ.get("DLBENCH_APPTAINER_BUILD_ARGS", "--fakeroot"),
     shell:
         "if ! command -v apptainer > /dev/null; then"
@@ -45,8 +49,8 @@ rule container_image:
 rule verify_image:
     """Stop the framework's jobs unless its image's sha256 is the one images.lock pins."""
     input:
-        image=IMAGE_FILE,
-        lock=ancient(IMAGES_LOCK),
+        image=DEPLOY.image_file,
+        lock=ancient(DEPLOY.images_lock),
     output:
         record=IMAGE_RECORD,
     log:

@@ -4,12 +4,6 @@
 import shlex
 from types import SimpleNamespace
 
-from dlbench.data import paths as data_paths  # noqa: E402
-
-data_problem = data_paths.config_problem(config)
-if data_problem:
-    raise WorkflowError(f"invalid config: {data_problem}")
-
 IMAGE_SETTINGS = data_paths.image_settings(config)
 TEXT_SETTINGS = data_paths.text_settings(config)
 IMAGE_SPLITS = " ".join(IMAGE_SETTINGS["splits"])
@@ -126,17 +120,11 @@ rule bert_data:
         corpus=lambda wildcards, input: (
             f"--corpus {shlex.quote(input.corpus[0])}" if input.corpus else ""
         ),
+        # every data.text setting but the corpus (an input), as bert_data.py's options
         settings=" ".join(
-            f"--{key.replace('_', '-')} {TEXT_SETTINGS[key]}"
-            for key in (
-                "examples",
-                "seq_len",
-                "max_predictions",
-                "masked_lm_prob",
-                "short_seq_prob",
-                "vocab_size",
-                "seed",
-            )
+            f"--{key.replace('_', '-')} {value}"
+            for key, value in TEXT_SETTINGS.items()
+            if key != "corpus"
         ),
         out=lambda wildcards, output: os.path.dirname(output[-1]),
     shell:

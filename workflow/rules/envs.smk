@@ -9,6 +9,7 @@ rule framework_env:
         stamp=os.path.join(VENVS, "{framework}", ".dlbench-env"),
     log:
         "logs/envs/{framework}.log",
+    localrule: True
     conda:
         ANALYSIS_ENV
     params:

@@ -1,5 +1,19 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
+from dlbench import jobs as dlbench_jobs
+from dlbench.coords import RUN_LOG_TEMPLATE
+from dlbench.slurm import RECORD as SLURM_RECORD
+
+try:
+    TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
+except ValueError as error:
+    raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
+# Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
+ENDED_RUNS = (
+    dlbench_jobs.ended_run_constraints(GRID.runs)
+    if config["run"]["launcher"] == "srun"
+    else None
+)
 
 
 rule find_max_batch:
@@ -32,7 +46,7 @@ for shape, strategies in TRAIN_SHAPES.items():
         output:
             record=protected(RUN_RECORD_TEMPLATE),
         log:
-            TRAIN_LOG,
+            RUN_LOG_TEMPLATE,
         wildcard_constraints:
             scale=dlbench_jobs.constraint([shape.scale]),
             strategy=dlbench_jobs.constraint(strategies),
@@ -40,13 +54,15 @@ for shape, strategies in TRAIN_SHAPES.items():
             "../../envs/{framework}.yaml"
         # The framework's pinned image under --sdm apptainer (containers.smk).
         container:
-            framework_container if USE_APPTAINER else None
+            DEPLOY.container if DEPLOY.apptainer else None
         threads: threads_per_run()
         resources:
             **shape.resources(config["run"]),
-            dlbench_attempt=snakemake_attempt,
+            dlbench_attempt=lambda wildcards, attempt: attempt,
         params:
-            command=train_command,
+            command=lambda wildcards: DEPLOY.command(
+                wildcards, launch_arguments(wildcards)
+            ),
         shell:
             "DLBENCH_ATTEMPT={resources.dlbench_attempt} {params.command} > {log} 2>&1"
 
@@ -63,18 +79,18 @@ if ENDED_RUNS:
         output:
             record=protected(RUN_RECORD_TEMPLATE),
         log:
-            TRAIN_LOG,
+            RUN_LOG_TEMPLATE,
         wildcard_constraints:
             **ENDED_RUNS,
+        localrule: True
         conda:
             "../../envs/{framework}.yaml"
         params:
-            command=train_command,
+            command=lambda wildcards: DEPLOY.command(
+                wildcards, launch_arguments(wildcards)
+            ),
         shell:
             "DLBENCH_ATTEMPT=1 {params.command} > {log} 2>&1"
-
-    localrules:
-        record_ended_run,
 
     for shape in TRAIN_SHAPES:
         workflow.ruleorder("record_ended_run", shape.rule_name)

@@ -1,0 +1,133 @@
+"""Where a training job's software comes from, and the parts of its command line that depend
+on it: the framework's venv (the default), its conda env (--sdm conda) or its pinned Apptainer
+image (--sdm apptainer; docs/containers.md). The rule files bind these methods as their input
+and params functions (common.smk, containers.smk, train.smk); wildcards are Snakemake's (any
+object with the run's coordinates as attributes). Analysis environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+
+from snakemake.io import ancient
+from snakemake.settings.types import DeploymentMethod
+
+from dlbench import containers, provenance
+from dlbench.coords import Scale
+from dlbench.data import paths as data_paths
+from dlbench.models import CATALOGUE
+from dlbench.runners import processes_per_node
+
+# What verify_image checked; the training job's step-log header takes the image digest from it.
+IMAGE_RECORD = "results/containers/{framework}.image.json"
+# Where the environment build leaves its stamp (envs.smk), below the framework's venv.
+ENV_STAMP = ".dlbench-env"
+
+
+class DeploymentError(ValueError):
+    pass
+
+
+class Deployment:
+    """One workflow invocation's deployment: `config` validated (defaults filled in), `repo`
+    the workflow's directory, `methods` Snakemake's --sdm; DLBENCH_VENVS, DLBENCH_IMAGES and
+    DLBENCH_IMAGES_LOCK in `environ` move the venvs, the images and the images' lock."""
+
+    def __init__(self, config: dict, repo: str, methods: Collection[DeploymentMethod], environ: Mapping = os.environ):
+        apptainer, conda = DeploymentMethod.APPTAINER in methods, DeploymentMethod.CONDA in methods
+        if apptainer and config["run"]["launcher"] == "srun":
+            # Snakemake runs the whole job command in the image: srun is not there and
+            # --cleanenv drops SLURM_*. Multi-node runs need the ranks, not the launcher, in it.
+            raise DeploymentError(
+                "run.launcher: srun does not work inside an Apptainer image yet (docs/containers.md, "
+                "Known gaps): use launcher: local (one node) with --sdm apptainer, or the venvs"
+            )
+        self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
+        # Framework environments live with the code, shared by every working directory.
+        self.venvs = environ.get("DLBENCH_VENVS", os.path.join(repo, ".venvs"))
+        self.images_lock = os.path.abspath(
+            environ.get("DLBENCH_IMAGES_LOCK", os.path.join(repo, "containers", "images.lock"))
+        )
+        self.image_pins = containers.load_lock(self.images_lock)  # ContainerError
+        # Built images are large: keep them where the cluster keeps such things.
+        self.images_dir = os.path.abspath(environ.get("DLBENCH_IMAGES", os.path.join(repo, "containers")))
+        self.image_file = os.path.join(self.images_dir, "{framework}.sif")
+        # The resolved config, hashed into every run's header.
+        self.config_sha256 = provenance.config_sha256(config)
+
+    # ---- the framework's venv ----
+
+    def venv_stamp(self, wildcards) -> str:
+        return os.path.join(self.venvs, wildcards.framework, ENV_STAMP)
+
+    def venv_python(self, wildcards) -> str:
+        return os.path.join(self.venvs, wildcards.framework, "bin", "python")
+
+    # ---- the framework's image (--sdm apptainer) ----
+
+    def image(self, wildcards) -> str:
+        if wildcards.framework not in self.image_pins:
+            raise DeploymentError(
+                f"containers/images.lock has no [{wildcards.framework}] image (known: {', '.join(self.image_pins)})"
+            )
+        return self.image_file.format(framework=wildcards.framework)
+
+    def container(self, wildcards) -> str | None:
+        """The training rule's `container:` (None, so no image is even named, without --sdm apptainer)."""
+        return self.image(wildcards) if self.apptainer else None
+
+    def image_inputs(self, wildcards) -> list:
+        """A training job's image and verification record under --sdm apptainer, else nothing:
+        inputs, so that `snakemake -n --sdm apptainer` shows each job's image, and so that no
+        job starts before its image has been verified."""
+        if not self.apptainer:
+            return []
+        return [ancient(self.image(wildcards)), ancient(IMAGE_RECORD.format(framework=wildcards.framework))]
+
+    def software_inputs(self, wildcards) -> list:
+        """What a training job runs in: its verified image, else its venv."""
+        return self.image_inputs(wildcards) or [ancient(self.venv_stamp(wildcards))]
+
+    # ---- the training command ----
+
+    def python(self, wildcards) -> str:
+        """The image's or the conda env's python (--sdm apptainer / conda), else the venv's."""
+        if self.apptainer:
+            return "python3"
+        return "python" if self.conda else self.venv_python(wildcards)
+
+    def pythonpath(self, wildcards) -> str:
+        return containers.IMAGE_CODE_DIR if self.apptainer else self.repo
+
+    def env_lock(self, wildcards) -> str:
+        """The env lock to hash into the header: the image's copy inside a container."""
+        return os.path.join(self.pythonpath(wildcards), "envs", f"{wildcards.framework}.txt")
+
+    def environment(self, wildcards) -> str:
+        """Variables for the training command (set in the command: --cleanenv drops the host's)."""
+        values = {"DLBENCH_CONFIG_SHA256": self.config_sha256}
+        if self.apptainer:
+            values["DLBENCH_IMAGE_RECORD"] = os.path.abspath(IMAGE_RECORD.format(framework=wildcards.framework))
+        return " ".join(f"{k}={v}" for k, v in values.items())
+
+    def command(self, wildcards, launch_arguments: str) -> str:
+        """The launcher's command line in the framework's environment (or image)."""
+        return (
+            f"{self.environment(wildcards)} PYTHONPATH={self.pythonpath(wildcards)} "
+            f"{self.python(wildcards)} -m dlbench.launch {launch_arguments}"
+        )
+
+    def data_dir(self, wildcards) -> str:
+        """The framework's converted dataset a real-data run reads (data.smk builds it)."""
+        kind = CATALOGUE[wildcards.model]["kind"]
+        return data_paths.dataset_path(wildcards.framework, kind, self.config)
+
+    def data_workers(self, wildcards) -> int:
+        """Input-pipeline workers per rank: config, else the rank's share of the run's CPUs."""
+        run = self.config["run"]
+        if run["data_workers"]:
+            return run["data_workers"]
+        per_node = Scale.parse(wildcards.scale).devices_per_node
+        processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
+        return max(1, run["threads"] // processes)
