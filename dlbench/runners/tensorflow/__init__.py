@@ -45,6 +45,7 @@ import time
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
 from dlbench.runners import _servers
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.tensorflow.bert import bert_model as _bert_model
 
 FRAMEWORK = "tensorflow"
 MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
@@ -101,13 +102,6 @@ def strategy_kind(name: str) -> str:
         return "horovod"
     raise ValueError(f"tensorflow runner: strategy {name!r} not offered (have {STRATEGIES})")
 
-
-_KERAS_APPLICATIONS = {
-    "resnet50": "ResNet50",
-    "resnet152": "ResNet152",
-    "vgg16": "VGG16",
-    "inception_v3": "InceptionV3",
-}
 
 # BERT-base (Devlin et al. 2018, google-research/bert bert_config.json for uncased_L-12_H-768_A-12).
 # max_predictions_per_seq: the MLM head runs on 20 gathered positions per sequence at
@@ -376,8 +370,14 @@ tf.config.threading.set_intra_op_parallelism_threads(conf["intra"])
 tf.config.threading.set_inter_op_parallelism_threads(conf["inter"])
 if not conf["gpu"]:
     tf.config.set_visible_devices([], "GPU")
+# The server runs the closures sent to it with its own session config (the eager threading
+# settings above do not reach it): without this a worker used every core of the machine.
+threads = tf.compat.v1.ConfigProto(
+    intra_op_parallelism_threads=conf["intra"], inter_op_parallelism_threads=conf["inter"]
+)
 server = tf.distribute.Server(
-    tf.train.ClusterSpec(conf["cluster"]), job_name=conf["job"], task_index=conf["index"], protocol="grpc", start=True
+    tf.train.ClusterSpec(conf["cluster"]), job_name=conf["job"], task_index=conf["index"], protocol="grpc",
+    config=threads, start=True,
 )
 server.join()
 """
@@ -637,13 +637,11 @@ class Runner(BaseRunner):
             if self.is_bert:
                 self.model = _bert_model(keras, tf, BERT_BASE, spec.seq_len)
                 optimizer = keras.optimizers.Adam(learning_rate=ADAM_LR, epsilon=1e-6)
+                self.loss_scaling = self.policy == "mixed_float16"
+                if self.loss_scaling:
+                    optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
             else:
-                size = spec.image_size or CATALOGUE[model_name]["default_image_size"]
-                self.model = image_model(keras, model_name, size)
-                optimizer = keras.optimizers.SGD(learning_rate=SGD_LR, momentum=SGD_MOMENTUM)
-            self.loss_scaling = self.policy == "mixed_float16"
-            if self.loss_scaling:
-                optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+                self.model, optimizer = self._image_model_and_optimizer(model_name)
             optimizer.build(self.model.trainable_variables)
             self.optimizer = optimizer
             if self.kind == "ps":
@@ -656,7 +654,9 @@ class Runner(BaseRunner):
         if self.hvd is not None:
             # Every rank starts from rank 0's initial state.
             for variables in (self.model.variables, self.optimizer.variables):
-                self.hvd.broadcast_variables([getattr(v, "value", v) for v in variables], root_rank=0)
+                self.hvd.broadcast_variables(
+                    [v if isinstance(v, tf.Variable) else v.value for v in variables], root_rank=0
+                )
 
         self.real_data = spec.coords.data == "real"
         self._batches = None  # real data outside parameter_server: the iterator next_batch() reads
@@ -677,6 +677,26 @@ class Runner(BaseRunner):
                 for d in tf.config.list_logical_devices()
                 if task is None or "/job:" not in d.name or task in d.name
             ]
+
+    def _image_model_and_optimizer(self, model_name: str):
+        """The TF-native CNN (dlbench.runners.tensorflow.cnn) and its momentum SGD."""
+        from dlbench.runners.tensorflow import cnn, optim
+
+        tf, spec = self.tf, self.spec
+        size = spec.image_size or CATALOGUE[model_name]["default_image_size"]
+        # Batch-norm moving statistics: each replica keeps its own under the mirrored
+        # strategies (updated in replica context, averaged when read), as Keras does.
+        mirrored = self.kind in ("mwms", "replicated")
+        stats = (
+            {"synchronization": tf.VariableSynchronization.ON_READ, "aggregation": tf.VariableAggregation.MEAN}
+            if mirrored
+            else {}
+        )
+        compute = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(self.policy, "float32")
+        model = cnn.ImageModel(model_name, size, IMAGE_CLASSES, spec.seed, stats, compute)
+        self.loss_scaling = compute == "float16"
+        self.model_implementation = cnn.IMPLEMENTATION
+        return model, optim.MomentumSGD(SGD_LR, SGD_MOMENTUM, loss_scaling=self.loss_scaling)
 
     # -- data -----------------------------------------------------------------------------
 
@@ -1022,6 +1042,8 @@ class Runner(BaseRunner):
             "xla": bool(self.spec.compile),
             "precision_policy": self.policy,
             "memory_format": "channels_last",
+            # Which model and training-step code ran (issue 14: the fastest known path).
+            "implementation": getattr(self, "model_implementation", "Keras model, Keras optimizer"),
             "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
             "cuda_build": bool(build.get("is_cuda_build")),
             "cuda": build.get("cuda_version"),
@@ -1099,163 +1121,3 @@ class Runner(BaseRunner):
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
-
-
-# -- model definitions (called inside build(), with keras/tf passed in) ----------------------
-
-
-def image_model(keras, name: str, size: int):
-    """An ImageNet classifier for `size`x`size` NHWC images, returning logits."""
-    if name == "alexnet":
-        return _alexnet(keras, size)
-    builder = getattr(keras.applications, _KERAS_APPLICATIONS[name])
-    return builder(weights=None, classes=IMAGE_CLASSES, input_shape=(size, size, 3), classifier_activation=None)
-
-
-def _alexnet(keras, size: int):
-    """torchvision.models.alexnet in Keras layers (channels-last).
-
-    Same layers, shapes and parameter count as torchvision (61,100,840): explicit zero
-    padding (2 / 2 / 1 / 1 / 1) before VALID convs, 3x3/2 max pools, adaptive average
-    pooling to 6x6 with torch's semantics (`_AdaptiveAvgPool`: at 224 px the map is already
-    6x6; below, e.g. 1x1 at 64 px, it is replicated, which Keras's own
-    AdaptiveAveragePooling2D refuses), dropout 0.5 before the two 4096 layers. Differences: Keras's default
-    initialisers (Glorot uniform, zero bias) instead of torch's Kaiming-uniform; the
-    flatten order is H, W, C instead of C, H, W (a permutation of the same weights).
-    Inputs below 63 px are too small, as in torchvision.
-    """
-    L = keras.layers
-    x = inputs = keras.Input((size, size, 3))
-    for filters, kernel, stride, pad, pool in (
-        (64, 11, 4, 2, True),
-        (192, 5, 1, 2, True),
-        (384, 3, 1, 1, False),
-        (256, 3, 1, 1, False),
-        (256, 3, 1, 1, True),
-    ):
-        x = L.ZeroPadding2D(pad)(x)
-        x = L.Conv2D(filters, kernel, strides=stride, activation="relu")(x)
-        if pool:
-            x = L.MaxPooling2D(3, strides=2)(x)
-    x = _AdaptiveAvgPool(keras, 6)(x)
-    x = L.Flatten()(x)
-    x = L.Dropout(0.5)(x)
-    x = L.Dense(4096, activation="relu")(x)
-    x = L.Dropout(0.5)(x)
-    x = L.Dense(4096, activation="relu")(x)
-    outputs = L.Dense(IMAGE_CLASSES)(x)
-    return keras.Model(inputs, outputs, name="alexnet")
-
-
-def _adaptive_pool_matrix(n_in: int, n_out: int) -> list[list[float]]:
-    """torch.nn.AdaptiveAvgPool semantics: bin i averages [floor(i*n/o), ceil((i+1)*n/o))."""
-    rows = []
-    for i in range(n_out):
-        start, end = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
-        rows.append([1.0 / (end - start) if start <= j < end else 0.0 for j in range(n_in)])
-    return rows
-
-
-def _AdaptiveAvgPool(keras, out: int):
-    """Adaptive average pooling to `out`x`out` (NHWC) as two small constant matmuls."""
-
-    class AdaptiveAvgPool(keras.layers.Layer):
-        def call(self, x):
-            import tensorflow as tf
-
-            h, w = x.shape[1], x.shape[2]
-            ph = tf.constant(_adaptive_pool_matrix(h, out), dtype=x.dtype)
-            pw = tf.constant(_adaptive_pool_matrix(w, out), dtype=x.dtype)
-            return tf.einsum("ih,bhwc,jw->bijc", ph, x, pw)
-
-        def compute_output_shape(self, input_shape):
-            return (input_shape[0], out, out, input_shape[3])
-
-    return AdaptiveAvgPool(name="adaptive_avg_pool")
-
-
-def _bert_model(keras, tf, cfg: dict, seq_len: int):
-    """BERT-base for pre-training: encoder + pooler + masked-LM and next-sentence heads.
-
-    Layout and parameter count of Google's BERT / Hugging Face's BertForPreTraining
-    (110,106,428 for BERT-base): word + position + token-type embeddings, LayerNorm,
-    dropout; 12 post-LN encoder layers (Keras MultiHeadAttention with biases, exact GELU
-    FFN); tanh pooler on [CLS]; MLM head = dense + GELU + LayerNorm, then the decoder
-    *tied* to the word embeddings plus its own output bias, on the gathered masked
-    positions; NSP head = dense 768 -> 2 on the pooled output. An attention mask only with
-    real data (a 4th input, input_mask): the synthetic sequences have no padding.
-    """
-    L = keras.layers
-    H = cfg["hidden_size"]
-    init = keras.initializers.TruncatedNormal(stddev=cfg["initializer_range"])
-
-    class PositionEmbedding(L.Layer):
-        def build(self, input_shape):
-            self.embeddings = self.add_weight(
-                shape=(cfg["max_position_embeddings"], H), initializer=init, name="embeddings"
-            )
-
-        def call(self, x):
-            return x + tf.cast(self.embeddings[: tf.shape(x)[1]], x.dtype)[tf.newaxis]
-
-    class EncoderLayer(L.Layer):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            heads = cfg["num_attention_heads"]
-            self.attention = L.MultiHeadAttention(
-                heads, H // heads, dropout=cfg["attention_probs_dropout_prob"], kernel_initializer=init
-            )
-            self.attention_dropout = L.Dropout(cfg["hidden_dropout_prob"])
-            self.attention_norm = L.LayerNormalization(epsilon=cfg["layer_norm_eps"])
-            self.intermediate = L.Dense(cfg["intermediate_size"], kernel_initializer=init)
-            self.output_dense = L.Dense(H, kernel_initializer=init)
-            self.output_dropout = L.Dropout(cfg["hidden_dropout_prob"])
-            self.output_norm = L.LayerNormalization(epsilon=cfg["layer_norm_eps"])
-
-        def call(self, x, attention_mask=None, training=None):
-            a = self.attention(x, x, attention_mask=attention_mask, training=training)
-            x = self.attention_norm(x + self.attention_dropout(a, training=training))
-            h = keras.activations.gelu(self.intermediate(x), approximate=False)
-            return self.output_norm(x + self.output_dropout(self.output_dense(h), training=training))
-
-    class BertPretraining(keras.Model):
-        def __init__(self):
-            super().__init__(name="bert_base_pretraining")
-            self.word_embeddings = L.Embedding(
-                cfg["vocab_size"], H, embeddings_initializer=init, name="word_embeddings"
-            )
-            self.type_embeddings = L.Embedding(cfg["type_vocab_size"], H, embeddings_initializer=init, name="types")
-            self.position_embeddings = PositionEmbedding(name="position_embeddings")
-            self.embedding_norm = L.LayerNormalization(epsilon=cfg["layer_norm_eps"])
-            self.embedding_dropout = L.Dropout(cfg["hidden_dropout_prob"])
-            self.encoder = [EncoderLayer(name=f"layer_{i}") for i in range(cfg["num_hidden_layers"])]
-            self.pooler = L.Dense(H, activation="tanh", kernel_initializer=init, name="pooler")
-            self.mlm_transform = L.Dense(H, kernel_initializer=init, name="mlm_transform")
-            self.mlm_norm = L.LayerNormalization(epsilon=cfg["layer_norm_eps"], name="mlm_norm")
-            self.nsp = L.Dense(2, kernel_initializer=init, name="nsp")
-            self.mlm_bias = self.add_weight(shape=(cfg["vocab_size"],), initializer="zeros", name="mlm_bias")
-
-        def call(self, inputs, training=None):
-            input_ids, token_type_ids, masked_positions = inputs[:3]
-            mask = None
-            if len(inputs) > 3:  # input_mask [batch, seq]: no attention to padding
-                keys = tf.cast(inputs[3], tf.bool)[:, tf.newaxis, :]
-                mask = tf.logical_and(keys, tf.ones_like(keys)[:, 0, :, tf.newaxis])  # [batch, seq, seq]
-            x = self.word_embeddings(input_ids) + self.type_embeddings(token_type_ids)
-            x = self.embedding_dropout(self.embedding_norm(self.position_embeddings(x)), training=training)
-            for layer in self.encoder:
-                x = layer(x, attention_mask=mask, training=training)
-            pooled = self.pooler(x[:, 0])
-            h = tf.gather(x, masked_positions, batch_dims=1)  # [batch, n_pred, H]
-            h = self.mlm_norm(keras.activations.gelu(self.mlm_transform(h), approximate=False))
-            table = tf.cast(self.word_embeddings.embeddings, h.dtype)
-            mlm_logits = tf.matmul(h, table, transpose_b=True) + tf.cast(self.mlm_bias, h.dtype)
-            return mlm_logits, self.nsp(pooled)
-
-    model = BertPretraining()
-    n_pred = max(1, round(cfg["max_predictions_per_seq_fraction"] * seq_len))
-    model(
-        [tf.zeros([1, seq_len], tf.int32), tf.zeros([1, seq_len], tf.int32), tf.zeros([1, n_pred], tf.int32)],
-        training=False,
-    )
-    return model
