@@ -1,17 +1,21 @@
-"""DAG cost: wall time of `snakemake -n` for the CAICT 2020 grid and for a 10 000-run grid.
+"""DAG cost: `snakemake -n` of the CAICT 2020 grid and of a 10 000-run grid, each as a ratio
+to the trivial floor — a one-rule workflow with the same number of jobs.
 
-    .venvs/analysis/bin/python benchmarks/dag_cost.py [--repeats 3]
+    .venvs/analysis/bin/python benchmarks/dag_cost.py [--repeats 3] [--grid caict2020|10k]
 
 Each grid is dry-run in an empty working directory (nothing exists yet, so every job is
-scheduled). Prints the number of jobs and the median wall time. Targets on 2 cores:
-CAICT ≤ 5 s, 10 000 runs ≤ 30 s. Note: with snakemake-executor-plugin-slurm installed, a
-Slurm client whose controller does not answer adds ~10 s to every invocation (the plugin
-queries Slurm at import): the script says whether `sinfo` answered.
+scheduled); the trivial workflow is generated in a temporary directory and dry-run the same
+way (same interpreter, same flags: those of the profiles), alternating with the grid in one sitting so that both
+see the same machine load. Prints jobs, median wall times and the median of the per-round
+ratios (target ≤ 1.3). Note: with snakemake-executor-plugin-slurm installed, a Slurm client
+whose controller does not answer adds ~10 s to every invocation (the plugin queries Slurm at
+import): the script says whether `sinfo` answered.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -39,57 +43,86 @@ BIG = {
     "protocol": {"preset": "caict2020", "repeats": 9},
 }
 
+# The floor: `all` plus one rule with jobs - 1 outputs (a shell command, an output path with
+# a wildcard, nothing else), so the job count equals the grid's.
+TRIVIAL_SNAKEFILE = """\
+rule all:
+    input:
+        expand("out/{{i}}.txt", i=range({jobs} - 1)),
 
-def dry_run(config_path: Path) -> tuple[float, int]:
+
+rule one:
+    output:
+        "out/{{i}}.txt",
+    shell:
+        "touch {{output}}"
+"""
+
+
+def dry_run(snakefile: Path, work: Path, extra: list[str]) -> tuple[float, int]:
+    # --rerun-triggers mtime: the profiles' setting (profiles/local, profiles/slurm).
+    command = [sys.executable, "-m", "snakemake", "-n", "-q", "rules", "--rerun-triggers", "mtime"]
+    command += ["-s", str(snakefile), "-d", str(work)]
+    start = time.perf_counter()
+    out = subprocess.run(command + extra, capture_output=True, text=True, check=True, cwd=work).stdout
+    elapsed = time.perf_counter() - start
+    return elapsed, int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
+
+
+def grid_dry_run(config_path: Path) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as work:
         # The grid file is merged over config/config.yaml: both grids set every grid key the
         # embedded default sets (data, exclude), so the default does not leak into them.
         shutil.copytree(REPO / "config", Path(work) / "config")
-        start = time.perf_counter()
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "-n",
-                "-q",
-                "rules",
-                "-s",
-                str(REPO / "Snakefile"),
-                "-d",
-                work,
-                "--configfile",
-                str(config_path),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=work,
-        ).stdout
-        elapsed = time.perf_counter() - start
-    total = int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
+        return dry_run(REPO / "Snakefile", Path(work), ["--configfile", str(config_path)])
+
+
+def trivial_dry_run(jobs: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as work:
+        snakefile = Path(work) / "Snakefile"
+        snakefile.write_text(TRIVIAL_SNAKEFILE.format(jobs=jobs))
+        elapsed, total = dry_run(snakefile, Path(work), [])
+    if total != jobs:
+        raise RuntimeError(f"trivial workflow planned {total} jobs, expected {jobs}")
     return elapsed, total
+
+
+def compare(name: str, config_path: Path, repeats: int) -> None:
+    """Alternate grid and floor (order flipped every round) and print both and their ratio."""
+    grid_times, floor_times, ratios, jobs = [], [], [], 0
+    for round_ in range(repeats):
+        if round_ % 2 == 0:
+            grid_time, jobs = grid_dry_run(config_path)
+            floor_time, _ = trivial_dry_run(jobs)
+        else:
+            floor_time, _ = trivial_dry_run(jobs)
+            grid_time, jobs = grid_dry_run(config_path)
+        grid_times.append(grid_time)
+        floor_times.append(floor_time)
+        ratios.append(grid_time / floor_time)
+    print(
+        f"{name}: {jobs} jobs, snakemake -n median {statistics.median(grid_times):.2f} s "
+        f"(min {min(grid_times):.2f}, max {max(grid_times):.2f}); trivial floor median "
+        f"{statistics.median(floor_times):.2f} s; ratio median {statistics.median(ratios):.2f} "
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {repeats} rounds)"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--grid", choices=["caict2020", "10k"], action="append", help="default: both")
     args = p.parse_args()
     sinfo = subprocess.run("timeout 3 sinfo -h >/dev/null 2>&1", shell=True, check=False).returncode == 0
     has_sinfo = shutil.which("sinfo") is not None
-    print(f"slurm client installed: {has_sinfo}; controller answering: {sinfo}")
+    print(f"slurm client installed: {has_sinfo}; controller answering: {sinfo}; load {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.yaml"
         big.write_text(yaml.safe_dump(BIG))
-        for name, path in (("caict2020", REPO / "config/grids/caict2020.yaml"), ("10k runs", big)):
-            times, jobs = [], 0
-            for _ in range(args.repeats):
-                elapsed, jobs = dry_run(path)
-                times.append(elapsed)
-            print(
-                f"{name}: {jobs} jobs, snakemake -n median {statistics.median(times):.2f} s "
-                f"(min {min(times):.2f}, max {max(times):.2f}, {args.repeats} runs)"
-            )
+        grids = {"caict2020": REPO / "config/grids/caict2020.yaml", "10k": big}
+        for name in args.grid or list(grids):
+            compare(name, grids[name], args.repeats)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ RUN_DIR_TEMPLATE = "results/runs/" + RUN_PATH_TEMPLATE
 RUN_LOG_TEMPLATE = "logs/runs/" + RUN_PATH_TEMPLATE + ".log"
 
 # The file Snakemake tracks per run (written by the launcher; raw rank logs sit beside it).
-RUN_RECORD_TEMPLATE = RUN_DIR_TEMPLATE + "/launch.json"
+RUN_RECORD = "launch.json"
+RUN_RECORD_TEMPLATE = RUN_DIR_TEMPLATE + "/" + RUN_RECORD
 
 # Snakemake wildcard constraints, one per coordinate (used by common.smk).
 WILDCARD_CONSTRAINTS = {

@@ -8,10 +8,10 @@ object with the run's coordinates as attributes). Analysis environment.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from snakemake.io import ancient
-from snakemake.settings.types import DeploymentMethod
+from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
 from dlbench import containers, provenance
 from dlbench.coords import Scale
@@ -34,7 +34,14 @@ class Deployment:
     the workflow's directory, `methods` Snakemake's --sdm; DLBENCH_VENVS, DLBENCH_IMAGES and
     DLBENCH_IMAGES_LOCK in `environ` move the venvs, the images and the images' lock."""
 
-    def __init__(self, config: dict, repo: str, methods: Collection[DeploymentMethod], environ: Mapping = os.environ):
+    def __init__(
+        self,
+        config: dict,
+        repo: str,
+        methods: Collection[DeploymentMethod],
+        rerun_triggers: Callable[[], Collection[RerunTrigger]] = tuple,
+        environ: Mapping = os.environ,
+    ):
         apptainer, conda = DeploymentMethod.APPTAINER in methods, DeploymentMethod.CONDA in methods
         if apptainer and config["run"]["launcher"] == "srun":
             # Snakemake runs the whole job command in the image: srun is not there and
@@ -55,6 +62,12 @@ class Deployment:
         self.image_file = os.path.join(self.images_dir, "{framework}.sif")
         # The resolved config, hashed into every run's header.
         self.config_sha256 = provenance.config_sha256(config)
+        # With mtime the only rerun trigger (the profiles' setting), a venv whose stamp is
+        # newer than its lock would not be rebuilt: training jobs need not list it as an input,
+        # which saves Snakemake resolving one input per job (benchmarks/README.md, DAG cost).
+        # Asked when the DAG is built (Snakemake knows its triggers only then).
+        self.rerun_triggers = rerun_triggers
+        self._venv_built: dict[str, bool] = {}
 
     # ---- the framework's venv ----
 
@@ -85,9 +98,19 @@ class Deployment:
             return []
         return [ancient(self.image(wildcards)), ancient(IMAGE_RECORD.format(framework=wildcards.framework))]
 
+    def venv_built(self, wildcards) -> bool:
+        """The venv's stamp is newer than its lock and only mtime triggers a rebuild."""
+        if wildcards.framework not in self._venv_built:
+            stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{wildcards.framework}.txt")
+            built = os.path.exists(stamp) and os.path.exists(lock) and os.path.getmtime(stamp) >= os.path.getmtime(lock)
+            self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
+        return self._venv_built[wildcards.framework]
+
     def software_inputs(self, wildcards) -> list:
-        """What a training job runs in: its verified image, else its venv."""
-        return self.image_inputs(wildcards) or [ancient(self.venv_stamp(wildcards))]
+        """What a training job runs in: its verified image, else its venv (unless built)."""
+        if self.apptainer:
+            return self.image_inputs(wildcards)
+        return [] if self.venv_built(wildcards) else [ancient(self.venv_stamp(wildcards))]
 
     # ---- the training command ----
 

@@ -7,6 +7,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -87,8 +88,12 @@ def expand(config: dict) -> Grid:
     combos = itertools.product(
         grid["frameworks"], grid["models"], grid["precision"], grid["data"], grid["batch_per_device"], grid["scales"]
     )
+    # Looked up once per framework / strategy and scale, not once per cell: a framework's
+    # capabilities are a module lookup (a directory scan) each time.
+    capabilities_of = {fw: capabilities(fw) for fw in grid["frameworks"]}
+    unavailable_strategy = functools.cache(strategy_unavailable)
     for fw, model, precision, data, batch, scale in combos:
-        caps = capabilities(fw)
+        caps = capabilities_of[fw]
         strategies = [SINGLE_DEVICE] if Scale.parse(scale).devices == 1 else grid["strategies"][fw]
         for strategy in strategies:
             cell = CellKey(fw, model, precision, data, str(batch), scale, strategy)
@@ -105,7 +110,7 @@ def expand(config: dict) -> Grid:
                 continue
             # A strategy that cannot run here (single-node strategy at a multi-node scale,
             # NCCL on a CPU, a package that does not build) stays in the grid with its reason.
-            why = strategy != SINGLE_DEVICE and strategy_unavailable(fw, strategy, scale, device)
+            why = strategy != SINGLE_DEVICE and unavailable_strategy(fw, strategy, scale, device)
             if why:
                 unavailable[cell] = why
                 continue

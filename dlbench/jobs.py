@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from dlbench import slurm
-from dlbench.coords import RUN_FIELDS, RunCoords, Scale
+from dlbench.coords import RUN_FIELDS, RUN_RECORD, RunCoords, Scale
 
 
 @dataclass(frozen=True, order=True)
@@ -67,7 +67,10 @@ def job_shape(run: RunCoords) -> JobShape:
 def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:
     """Each job shape of a grid with the strategies that have it (sorted)."""
     found: dict[JobShape, set[str]] = {}
-    for run in runs:
+    # One layout per framework, strategy and scale, not per run (each asks the framework's
+    # capabilities).
+    distinct = {(run.framework, run.strategy, run.scale): run for run in runs}
+    for run in distinct.values():
         found.setdefault(job_shape(run), set()).add(run.strategy)
     clash = {}
     for shape, strategies in found.items():
@@ -87,16 +90,21 @@ def constraint(values: list[str]) -> str:
     return "|".join(re.escape(v) for v in values)
 
 
-def ended_run_constraints(runs: list[RunCoords]) -> dict[str, str] | None:
+def recorded_runs(root: str = "results/runs") -> dict[str, set[str]]:
+    """The run directories below `root` that hold launch.json / slurm.json, by file name: one
+    walk of what exists instead of a stat per run of the grid (most of which do not)."""
+    found: dict[str, set[str]] = {RUN_RECORD: set(), slurm.RECORD: set()}
+    for directory, _, files in os.walk(root):
+        for name in found.keys() & set(files):
+            found[name].add(directory)
+    return found
+
+
+def ended_run_constraints(runs: list[RunCoords], recorded: dict[str, set[str]]) -> dict[str, str] | None:
     """Wildcard constraints that match (at least) the runs an earlier invocation's Slurm job
     left without launch.json (train.smk's record_ended_run), or None if there are none.
-    Only srun-launched runs leave slurm.json."""
-    ended = [
-        run
-        for run in runs
-        if os.path.exists(os.path.join(run.run_dir, slurm.RECORD))
-        and not os.path.exists(os.path.join(run.run_dir, "launch.json"))
-    ]
+    Only srun-launched runs leave slurm.json. `recorded`: `recorded_runs()`."""
+    ended = [run for run in runs if run.run_dir in recorded[slurm.RECORD] - recorded[RUN_RECORD]]
     if not ended:
         return None
     return {name: constraint(sorted({str(getattr(run, name)) for run in ended})) for name in RUN_FIELDS}

@@ -1,5 +1,7 @@
 """Job shapes: a run's Slurm resources from its scale and strategy (dlbench/jobs.py)."""
 
+import os
+
 import pytest
 
 from dlbench import jobs
@@ -64,3 +66,21 @@ def test_constraint_matches_exactly_the_values():
 
     pattern = jobs.constraint(["1x2", "2x2"])
     assert re.fullmatch(pattern, "2x2") and not re.fullmatch(pattern, "12x2")
+
+
+def test_recorded_runs_and_the_runs_slurm_ended(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = make_coords(framework="pytorch", scale="2x4", strategy="ddp", repeat=1)
+    ended = make_coords(framework="pytorch", scale="2x4", strategy="ddp", repeat=2)
+    untouched = make_coords(framework="pytorch", scale="2x4", strategy="ddp", repeat=3)
+    for run, names in ((done, ["launch.json", "slurm.json"]), (ended, ["slurm.json"])):
+        os.makedirs(run.run_dir)
+        for name in names:
+            open(os.path.join(run.run_dir, name), "w").close()
+    recorded = jobs.recorded_runs()
+    assert recorded["launch.json"] == {done.run_dir}
+    assert recorded["slurm.json"] == {done.run_dir, ended.run_dir}
+    constraints = jobs.ended_run_constraints([done, ended, untouched], recorded)
+    assert constraints["repeat"] == "2" and constraints["strategy"] == "ddp"
+    assert jobs.ended_run_constraints([done, untouched], recorded) is None
+    assert jobs.recorded_runs("no/such/dir") == {"launch.json": set(), "slurm.json": set()}

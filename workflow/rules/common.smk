@@ -5,11 +5,12 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from dlbench import config as dlbench_config
-from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD_TEMPLATE, WILDCARD_CONSTRAINTS
+from dlbench import jobs as dlbench_jobs
+from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
+from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.containers import ContainerError
 from dlbench.data import paths as data_paths
 from dlbench.deployment import Deployment
-from dlbench.runners import framework_names
 
 try:
     GRID = dlbench_config.checked_grid(
@@ -21,11 +22,12 @@ except ValueError as error:
 
 SDM = workflow.deployment_settings.deployment_method
 try:
-    DEPLOY = Deployment(config, workflow.basedir, SDM)
+    DEPLOY = Deployment(config, workflow.basedir, SDM, lambda: workflow.rerun_triggers)
 except (ValueError, ContainerError) as error:
     raise WorkflowError(str(error)) from None
 
-KNOWN_FRAMEWORKS = framework_names()
+# Run directories by the records they hold: one walk instead of a stat per run.
+RECORDED_RUNS = dlbench_jobs.recorded_runs()
 MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}.json"
 ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
@@ -36,7 +38,7 @@ data_workers = DEPLOY.data_workers
 
 
 wildcard_constraints:
-    **WILDCARD_CONSTRAINTS,
+    **CONSTRAINTS,
 
 
 def get_final_output():
@@ -108,7 +110,7 @@ def train_inputs(wildcards):
     """A run that already has its record needs nothing (re-analysing an archive of raw
     logs must not build framework environments); otherwise its environment (its verified
     image under --sdm apptainer), the batch search of `batch: max`, its dataset."""
-    if os.path.exists(RUN_RECORD_TEMPLATE.format(**wildcards)):
+    if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)
     inputs += max_batch_result(wildcards)

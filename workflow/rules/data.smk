@@ -46,7 +46,7 @@ rule tfrecords:
     params:
         python=framework_python(DATA_ENVS["tensorflow"]),
         repo=lambda wildcards: REPO,
-        script=workflow.source_path("../scripts/convert_tfrecord.py"),
+        script=os.path.join(REPO, "workflow", "scripts", "convert_tfrecord.py"),
         splits=IMAGE_SPLITS,
         seed=IMAGE_SETTINGS["seed"],
         shards=IMAGE_SETTINGS["shards"],
@@ -71,7 +71,7 @@ rule imagefolder:
     params:
         python=framework_python(DATA_ENVS["pytorch"]),
         repo=lambda wildcards: REPO,
-        script=workflow.source_path("../scripts/convert_imagefolder.py"),
+        script=os.path.join(REPO, "workflow", "scripts", "convert_imagefolder.py"),
         splits=IMAGE_SPLITS,
         out=lambda wildcards, output: os.path.dirname(output[-1]),
     shell:
@@ -92,7 +92,7 @@ rule recordio:
     params:
         python=framework_python(DATA_ENVS["mxnet"]),
         repo=lambda wildcards: REPO,
-        script=workflow.source_path("../scripts/convert_recordio.py"),
+        script=os.path.join(REPO, "workflow", "scripts", "convert_recordio.py"),
         splits=IMAGE_SPLITS,
         seed=IMAGE_SETTINGS["seed"],
         out=lambda wildcards, output: os.path.dirname(output[-1]),
@@ -116,7 +116,7 @@ rule bert_data:
     params:
         python=framework_python(DATA_ENVS["pytorch"]),
         repo=lambda wildcards: REPO,
-        script=workflow.source_path("../scripts/bert_data.py"),
+        script=os.path.join(REPO, "workflow", "scripts", "bert_data.py"),
         corpus=lambda wildcards, input: (
             f"--corpus {shlex.quote(input.corpus[0])}" if input.corpus else ""
         ),

@@ -1,5 +1,8 @@
 # One virtual environment per framework, built from its hash lock (envs/<framework>.txt).
 # Rebuilt only when missing or when the lock's content changed.
+from dlbench.runners import framework_names
+
+KNOWN_FRAMEWORKS = framework_names()
 
 
 rule framework_env:
@@ -14,6 +17,6 @@ rule framework_env:
         ANALYSIS_ENV
     params:
         venv=lambda wildcards: os.path.join(VENVS, wildcards.framework),
-        script=workflow.source_path("../scripts/build_env.sh"),
+        script=os.path.join(REPO, "workflow", "scripts", "build_env.sh"),
     shell:
         "bash {params.script} {input.lock} {params.venv} {output.stamp} > {log} 2>&1"

@@ -1,6 +1,5 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
-from dlbench import jobs as dlbench_jobs
 from dlbench.coords import RUN_LOG_TEMPLATE
 from dlbench.slurm import RECORD as SLURM_RECORD
 
@@ -10,7 +9,7 @@ except ValueError as error:
     raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
-    dlbench_jobs.ended_run_constraints(GRID.runs)
+    dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)
     if config["run"]["launcher"] == "srun"
     else None
 )
