@@ -170,7 +170,7 @@ def print_summary(fw: str, result: dict, args) -> None:
     stop = "interval within" if result["converged"] else "max rounds reached, interval NOT within"
     print(
         f"== {fw} {args.model} bs{args.batch} {args.image_size}px {args.threads} threads, "
-        f"{args.warmup}+{args.steps} steps: {rounds} rounds ({stop} ±{tol:.0%})"
+        f"{args.warmup}+{args.steps} steps: {rounds} round{'s' if rounds > 1 else ''} ({stop} ±{tol:.0%})"
     )
     best = best_baseline(result["baseline"])
     for name, values in result["baseline"].items():
