@@ -59,6 +59,7 @@ def test_bad_config_one_clear_error_and_nothing_written(tmp_path, override, expe
 def test_dry_run_lists_exactly_the_grid(tmp_path):
     override = {
         "grid": {
+            "frameworks": ["pytorch"],
             "models": ["resnet50", "vgg16"],
             "batch_per_device": [1, 8, 32],
             "scales": ["1x1", "1x2"],
