@@ -44,6 +44,8 @@ from dlbench.aggregate import summarize_run  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
 
 PLAIN_ENV = {"PATH": "/usr/bin:/bin"}  # runner and baselines alike: no inherited thread settings
+# Baselines that run an external tool: where it is (passed through; without it they are skipped).
+EXTERNAL = {"tensorflow_tf_cnn": ("TF_CNN_BENCHMARKS", "TF_CNN_PYTHON")}
 DEFAULT_IMAGE_SIZE = {"inception_v3": 299}  # else 224
 THROUGHPUT = re.compile(r"([0-9.]+) images/s|images_per_s=([0-9.]+)")
 FIRST_STEP = re.compile(r"first step ([0-9.]+) s")
@@ -88,7 +90,8 @@ def run_baseline(fw: str, name: str, args) -> tuple[float, float | None]:
         f"--warmup={args.warmup}",
         f"--threads={args.threads}",
     ]
-    out = subprocess.run(cmd, cwd=REPO, env=PLAIN_ENV, check=True, capture_output=True, text=True).stdout
+    env = {**PLAIN_ENV, **{k: os.environ[k] for k in EXTERNAL.get(f"{fw}_{name}", ()) if k in os.environ}}
+    out = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True).stdout
     found = THROUGHPUT.search(out)
     if found is None:
         raise RuntimeError(f"{fw}:{name} printed no throughput: {out[-500:]!r}")
@@ -97,7 +100,10 @@ def run_baseline(fw: str, name: str, args) -> tuple[float, float | None]:
 
 
 def available_baselines(fw: str) -> list[str]:
-    return sorted(p.stem.removeprefix(f"{fw}_") for p in BASELINES.glob(f"{fw}_*.py"))
+    """The framework's baselines; one of an external tool only where its location is given."""
+    found = [p.stem for p in BASELINES.glob(f"{fw}_*.py")]
+    usable = [s for s in found if all(k in os.environ for k in EXTERNAL.get(s, ()))]
+    return sorted(s.removeprefix(f"{fw}_") for s in usable)
 
 
 def chosen_baselines(specs: list[str], frameworks: list[str]) -> dict[str, list[str]]:

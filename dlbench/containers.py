@@ -210,6 +210,21 @@ def check_recipe(pin: ImagePin, repo: Path = REPO_ROOT, recipe: str | os.PathLik
         expect("DLBENCH_ENV_LOCK_INSTALLED", FRAMEWORK_SOURCES[pin.framework_source])
     lock_rel = f"envs/{pin.framework}.txt"
     expect("DLBENCH_ENV_LOCK", lock_rel)
+    problems += _lock_problems(name, labels, repo, lock_rel)
+    sources = {src for src, _ in parsed.files}
+    unknown = sorted(s for s in sources if s.split("/")[0] not in STAGED)
+    if unknown:
+        problems.append(f"{name}: %files names {unknown}, which the build directory does not hold")
+    if lock_rel not in sources:
+        problems.append(f"{name}: %files must copy {lock_rel} into the image")
+    if "BUILD_INFO.json" not in sources:
+        problems.append(f"{name}: %files must copy BUILD_INFO.json into the image")
+    return problems
+
+
+def _lock_problems(name: str, labels: dict, repo: Path, lock_rel: str) -> list[str]:
+    """The recipe's lock labels against the lock file as it is now."""
+    problems = []
     lock_file = repo / lock_rel
     if not lock_file.exists():
         problems.append(f"{name}: {lock_rel} does not exist")
@@ -230,14 +245,6 @@ def check_recipe(pin: ImagePin, repo: Path = REPO_ROOT, recipe: str | os.PathLik
                     f"{name}: {EXTRA_PACKAGES_LABEL} installs {requirement} but {lock_rel} pins "
                     f"{f'{package}=={want}' if want else f'no {package}'}"
                 )
-    sources = {src for src, _ in parsed.files}
-    unknown = sorted(s for s in sources if s.split("/")[0] not in STAGED)
-    if unknown:
-        problems.append(f"{name}: %files names {unknown}, which the build directory does not hold")
-    if lock_rel not in sources:
-        problems.append(f"{name}: %files must copy {lock_rel} into the image")
-    if "BUILD_INFO.json" not in sources:
-        problems.append(f"{name}: %files must copy BUILD_INFO.json into the image")
     return problems
 
 

@@ -21,8 +21,13 @@ import subprocess
 import sys
 
 # dlbench model names -> tf_cnn_benchmarks' --model
-MODELS = {"resnet50": "resnet50", "resnet152": "resnet152", "vgg16": "vgg16", "inception_v3": "inception3",
-          "alexnet": "alexnet"}
+MODELS = {
+    "resnet50": "resnet50",
+    "resnet152": "resnet152",
+    "vgg16": "vgg16",
+    "inception_v3": "inception3",
+    "alexnet": "alexnet",
+}
 NATIVE_SIZE = {"inception_v3": 299}
 
 
@@ -43,13 +48,20 @@ def main() -> int:
         print(f"tensorflow_tf_cnn: tf_cnn_benchmarks trains {args.model} at its own size only", file=sys.stderr)
         return 2
     cmd = [
-        python, script, "--device=cpu", "--data_format=NHWC", f"--model={MODELS[args.model]}",
-        f"--batch_size={args.batch}", f"--num_batches={args.steps}", f"--num_warmup_batches={args.warmup}",
-        "--variable_update=parameter_server", "--local_parameter_device=cpu",
-        f"--num_intra_threads={args.threads}", "--num_inter_threads=1",
+        python,
+        script,
+        "--device=cpu",
+        "--data_format=NHWC",
+        f"--model={MODELS[args.model]}",
+        f"--batch_size={args.batch}",
+        f"--num_batches={args.steps}",
+        f"--num_warmup_batches={args.warmup}",
+        "--variable_update=parameter_server",
+        "--local_parameter_device=cpu",
+        f"--num_intra_threads={args.threads}",
+        "--num_inter_threads=1",
     ]
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": str(args.threads),
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": str(args.threads), "TF_CPP_MIN_LOG_LEVEL": "2"}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     found = re.search(r"total images/sec: ([0-9.]+)", out.stdout)
     if out.returncode or not found:

@@ -17,18 +17,31 @@ def bert_model(keras, tf, cfg: dict, seq_len: int):
     positions; NSP head = dense 768 -> 2 on the pooled output. An attention mask only with
     real data (a 4th input, input_mask): the synthetic sequences have no padding.
     """
-    L = keras.layers
-    H = cfg["hidden_size"]
     init = keras.initializers.TruncatedNormal(stddev=cfg["initializer_range"])
+    model = _pretraining_class(keras, tf, cfg, init)()
+    n_pred = max(1, round(cfg["max_predictions_per_seq_fraction"] * seq_len))
+    model(
+        [tf.zeros([1, seq_len], tf.int32), tf.zeros([1, seq_len], tf.int32), tf.zeros([1, n_pred], tf.int32)],
+        training=False,
+    )
+    return model
 
-    class PositionEmbedding(L.Layer):
+
+def _position_embedding_class(keras, tf, cfg: dict, init):
+    class PositionEmbedding(keras.layers.Layer):
         def build(self, input_shape):
             self.embeddings = self.add_weight(
-                shape=(cfg["max_position_embeddings"], H), initializer=init, name="embeddings"
+                shape=(cfg["max_position_embeddings"], cfg["hidden_size"]), initializer=init, name="embeddings"
             )
 
         def call(self, x):
             return x + tf.cast(self.embeddings[: tf.shape(x)[1]], x.dtype)[tf.newaxis]
+
+    return PositionEmbedding
+
+
+def _encoder_layer_class(keras, cfg: dict, init):
+    L, H = keras.layers, cfg["hidden_size"]
 
     class EncoderLayer(L.Layer):
         def __init__(self, **kw):
@@ -49,6 +62,14 @@ def bert_model(keras, tf, cfg: dict, seq_len: int):
             x = self.attention_norm(x + self.attention_dropout(a, training=training))
             h = keras.activations.gelu(self.intermediate(x), approximate=False)
             return self.output_norm(x + self.output_dropout(self.output_dense(h), training=training))
+
+    return EncoderLayer
+
+
+def _pretraining_class(keras, tf, cfg: dict, init):
+    L, H = keras.layers, cfg["hidden_size"]
+    PositionEmbedding = _position_embedding_class(keras, tf, cfg, init)
+    EncoderLayer = _encoder_layer_class(keras, cfg, init)
 
     class BertPretraining(keras.Model):
         def __init__(self):
@@ -84,10 +105,4 @@ def bert_model(keras, tf, cfg: dict, seq_len: int):
             mlm_logits = tf.matmul(h, table, transpose_b=True) + tf.cast(self.mlm_bias, h.dtype)
             return mlm_logits, self.nsp(pooled)
 
-    model = BertPretraining()
-    n_pred = max(1, round(cfg["max_predictions_per_seq_fraction"] * seq_len))
-    model(
-        [tf.zeros([1, seq_len], tf.int32), tf.zeros([1, seq_len], tf.int32), tf.zeros([1, n_pred], tf.int32)],
-        training=False,
-    )
-    return model
+    return BertPretraining
