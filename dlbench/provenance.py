@@ -65,14 +65,20 @@ def config_sha256(config: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _run(cmd: list[str], timeout: float = 10) -> str | None:
+def command_output(cmd: list[str], timeout: float = 10, cwd=None) -> str | None:
+    """A command's stdout, or None (not installed, failed, timed out)."""
     if shutil.which(cmd[0]) is None:
         return None
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _run(cmd: list[str], timeout: float = 10) -> str | None:
+    out = command_output(cmd, timeout, cwd=REPO_ROOT)
+    return out.strip() if out is not None else None
 
 
 def _read(path: str | os.PathLike) -> str | None:

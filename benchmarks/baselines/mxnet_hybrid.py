@@ -23,6 +23,8 @@ import argparse
 import os
 import time
 
+from baseline_args import baseline_arguments
+
 ZOO = {
     "resnet50": "resnet50_v1",
     "resnet152": "resnet152_v1",
@@ -33,13 +35,7 @@ ZOO = {
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="resnet50", choices=sorted(ZOO))
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=0, help="OpenMP threads per operator; 0 = MXNet's default")
+    p = baseline_arguments(__doc__.splitlines()[0], ZOO, 0, "OpenMP threads per operator; 0 = MXNet's default")
     p.add_argument("--stride-on", default="3x3", choices=["3x3", "1x1"], help="ResNet down-sampling stride")
     return p.parse_args()
 

@@ -17,19 +17,15 @@ import argparse
 import time
 from types import SimpleNamespace
 
+from baseline_args import baseline_arguments
+
 IMAGE_CLASSES = 1000
 # inception_v3: no auxiliary head (a training-time regulariser the seed figures leave out).
 MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": True}}
 
 
 def parse_args(description: str, extra=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=0, help="intra-op threads; 0 = PyTorch's default")
+    p = baseline_arguments(description, None, 0, "intra-op threads; 0 = PyTorch's default")
     if extra:
         extra(p)
     return p.parse_args()

@@ -16,9 +16,10 @@ Prints images/s over the measured steps (wall clock around the measured loop, af
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
+
+from baseline_args import baseline_arguments
 
 
 def build_resnet(tf, x, blocks, classes, training=True):
@@ -90,13 +91,7 @@ MODELS = {
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="resnet50", choices=sorted(MODELS))
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2, help="intra-op threads")
+    p = baseline_arguments(__doc__.splitlines()[0], MODELS, 2)
     p.add_argument("--inter-op", type=int, default=2, help="inter-op threads")
     args = p.parse_args()
 
@@ -111,7 +106,10 @@ def main() -> None:
         "images", [args.batch, size, size, 3], initializer=v1.random_normal_initializer(), trainable=False
     )
     labels = v1.get_variable(
-        "labels", [args.batch], tf.int32, initializer=v1.random_uniform_initializer(0, 1000, dtype=tf.int32),
+        "labels",
+        [args.batch],
+        tf.int32,
+        initializer=v1.random_uniform_initializer(0, 1000, dtype=tf.int32),
         trainable=False,
     )
     logits = MODELS[args.model](tf, images)

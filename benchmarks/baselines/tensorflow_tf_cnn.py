@@ -14,11 +14,12 @@ the way issue 14 measured it: synthetic data, NHWC, `--variable_update=parameter
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
+
+from baseline_args import baseline_arguments
 
 # dlbench model names -> tf_cnn_benchmarks' --model
 MODELS = {
@@ -32,13 +33,7 @@ NATIVE_SIZE = {"inception_v3": 299}
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="resnet50", choices=sorted(MODELS))
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2)
+    p = baseline_arguments(__doc__.splitlines()[0], MODELS, 2)
     args = p.parse_args()
     script, python = os.environ.get("TF_CNN_BENCHMARKS"), os.environ.get("TF_CNN_PYTHON")
     if not script or not python:

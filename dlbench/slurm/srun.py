@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from dlbench.launch.request import TIME_LIMIT_GRACE_S
+from dlbench.provenance import command_output
 from dlbench.slurm.environment import job_id_from_environment, master_port, node_address, snakemake_attempt
 from dlbench.slurm.hostlist import expand_hostlist, format_addresses, parse_node_addresses
 from dlbench.slurm.record import EXIT_CODE_FILE, write_record
@@ -49,13 +50,7 @@ class SlurmError(RuntimeError):
 
 def query(cmd: list[str], timeout: float = 30) -> str | None:
     """A Slurm command's stdout, or None (not installed, failed, timed out)."""
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    return command_output(cmd, timeout)
 
 
 def cpus_per_task(threads: int, tasks_per_node: int) -> int:
