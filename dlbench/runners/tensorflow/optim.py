@@ -25,12 +25,18 @@ class MomentumSGD:
         self.slots: list = []
 
     def build(self, variables) -> None:
-        self.slots = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="momentum") for v in variables]
+        self.slots = [self._slot(v) for v in variables]
         if self.loss_scaling:
             # One value for all replicas (each computes the same from all-reduced gradients).
             first = {"trainable": False, "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA}
             self.scale = tf.Variable(INITIAL_LOSS_SCALE, name="loss_scale", **first)
             self.good_steps = tf.Variable(0, name="good_steps", **first)
+
+    @staticmethod
+    def _slot(var):
+        # With several parameter servers a slot must live on its variable's server (one op updates both).
+        with tf.distribute.get_strategy().extended.colocate_vars_with(var):
+            return tf.Variable(tf.zeros(var.shape, var.dtype), trainable=False, name="momentum")
 
     @property
     def variables(self) -> list:
