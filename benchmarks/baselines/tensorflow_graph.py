@@ -92,7 +92,7 @@ MODELS = {
 
 def main() -> None:
     p = baseline_arguments(__doc__.splitlines()[0], MODELS, 2)
-    p.add_argument("--inter-op", type=int, default=2, help="inter-op threads")
+    p.add_argument("--inter-op", type=int, default=1, help="inter-op threads (1, as tf_cnn_benchmarks is run)")
     args = p.parse_args()
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
