@@ -7,15 +7,19 @@ object with the run's coordinates as attributes). Analysis environment.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import shlex
 from collections.abc import Callable, Collection, Mapping
 
 from snakemake.io import ancient
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
 from dlbench import containers, provenance
-from dlbench.coords import Scale
+from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
 from dlbench.data import paths as data_paths
+from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.runners import processes_per_node
 
@@ -27,6 +31,37 @@ ENV_STAMP = ".dlbench-env"
 
 class DeploymentError(ValueError):
     pass
+
+
+# Asked once per framework, strategy and devices per node (a capabilities lookup), not per job.
+_processes_per_node = functools.cache(processes_per_node)
+
+
+class RunWildcards(dict):
+    """A run's coordinates by name (text), read as Snakemake's wildcards are: w.framework, w["framework"]."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Placeholders(RunWildcards):
+    """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
+    from them is a template that Snakemake fills in per job, with no function call per job."""
+
+    def __init__(self):
+        super().__init__({name: "{" + name + "}" for name in RUN_FIELDS})
+
+    def as_dict(self) -> dict:  # as RunCoords: LaunchRequest.to_argv reads the coordinates so
+        return dict(self)
+
+
+def _quote_template(arg: str) -> str:
+    """shlex.quote of the argument the template becomes (wildcard values are shell-safe)."""
+    filled = re.sub(r"\{\w+\}", "x", arg)
+    return arg if shlex.quote(filled) == filled else shlex.quote(arg)
 
 
 class Deployment:
@@ -152,5 +187,34 @@ class Deployment:
         if run["data_workers"]:
             return run["data_workers"]
         per_node = Scale.parse(wildcards.scale).devices_per_node
-        processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
+        processes = _processes_per_node(wildcards.framework, wildcards.strategy, per_node)
         return max(1, run["threads"] // processes)
+
+    def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:
+        """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
+        the schema's strict patterns. With `Placeholders` for wildcards: its template."""
+        run, real = self.config["run"], wildcards.data == "real"
+        template = isinstance(wildcards, Placeholders)
+        request = LaunchRequest(
+            coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
+            run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
+            preset=protocol["preset"],
+            warmup_steps=protocol["warmup_steps"],
+            measured_steps=protocol["measured_steps"],
+            statistic=protocol["statistic"],
+            image_size=run["image_size"],
+            seq_len=run["seq_len"],
+            max_batch_file=max_batch_file,
+            threads=run["threads"],
+            device=run["device"],
+            compile=run["compile"],
+            time_limit=run["time_limit_s"],
+            progress_every=run["progress_every"],
+            memory_cap_mb=run["memory_cap_mb"],
+            env_lock=self.env_lock(wildcards),
+            launcher=run["launcher"],
+            data_dir=self.data_dir(wildcards) if real else "",
+            data_workers=self.data_workers(wildcards) if real else 1,
+        )
+        quote = _quote_template if template else shlex.quote
+        return " ".join(quote(arg) for arg in request.to_argv())

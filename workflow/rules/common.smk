@@ -1,7 +1,9 @@
 # Config validation and input functions: the Snakefile and the rule files ask these.
+import functools
 import os
 
 from snakemake.exceptions import WorkflowError
+from snakemake.io import apply_wildcards
 from snakemake.utils import validate
 
 from dlbench import config as dlbench_config
@@ -10,7 +12,7 @@ from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.containers import ContainerError
 from dlbench.data import paths as data_paths
-from dlbench.deployment import Deployment
+from dlbench.deployment import Deployment, Placeholders, RunWildcards
 
 try:
     GRID = dlbench_config.checked_grid(
@@ -33,8 +35,6 @@ ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
 # Input and params functions whose answer depends on the deployment (dlbench/deployment.py).
 framework_env, framework_python = DEPLOY.venv_stamp, DEPLOY.venv_python
-train_env_lock, real_data_dir = DEPLOY.env_lock, DEPLOY.data_dir
-data_workers = DEPLOY.data_workers
 
 
 wildcard_constraints:
@@ -48,8 +48,10 @@ def get_final_output():
     return ["results/report/index.html", *tables, *figures]
 
 
+@functools.cache
 def all_run_records():
-    return [RUN_RECORD_TEMPLATE.format(**run.as_dict()) for run in GRID.runs]
+    # Three rules ask; vars(), not as_dict(): dataclasses.asdict deep-copies each run.
+    return tuple(RUN_RECORD_TEMPLATE.format(**vars(run)) for run in GRID.runs)
 
 
 def published_references():
@@ -65,38 +67,26 @@ def threads_per_run():
     return config["run"]["threads"]
 
 
-def launch_arguments(wildcards):
-    """The launcher's command line (a LaunchRequest); every value has passed the schema's
-    strict patterns."""
-    import shlex
-
-    from dlbench.coords import RunCoords
-    from dlbench.launch.request import LaunchRequest
-
-    run, protocol = config["run"], GRID.protocol
-    real = wildcards.data == "real"
-    request = LaunchRequest(
-        coords=RunCoords.from_dict(dict(wildcards.items())),
-        run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
-        preset=protocol["preset"],
-        warmup_steps=protocol["warmup_steps"],
-        measured_steps=protocol["measured_steps"],
-        statistic=protocol["statistic"],
-        image_size=run["image_size"],
-        seq_len=run["seq_len"],
-        max_batch_file=next(iter(max_batch_result(wildcards)), None),
-        threads=threads_per_run(),
-        device=run["device"],
-        compile=run["compile"],
-        time_limit=run["time_limit_s"],
-        progress_every=run["progress_every"],
-        memory_cap_mb=run["memory_cap_mb"],
-        env_lock=train_env_lock(wildcards),
-        launcher=run["launcher"],
-        data_dir=real_data_dir(wildcards) if real else "",
-        data_workers=data_workers(wildcards) if real else 1,
+def train_command(wildcards):
+    """The launcher's command line in the run's environment (dlbench/deployment.py)."""
+    max_batch = next(iter(max_batch_result(wildcards)), None)
+    return DEPLOY.command(
+        wildcards, DEPLOY.launch_arguments(wildcards, GRID.protocol, max_batch)
     )
-    return shlex.join(request.to_argv())
+
+
+def train_command_param(runs):
+    """params.command of a rule of these runs: where their commands differ by their wildcards
+    only, a template (Snakemake fills it in, no function call per job), else train_command.
+    """
+    if not runs or any(run.batch == "max" or run.data == "real" for run in runs):
+        return dlbench_jobs.known_signature(train_command)
+    template = train_command(Placeholders())
+    sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
+    same = apply_wildcards(template, sample) == train_command(
+        sample
+    )  # e.g. no other braces
+    return template if same else dlbench_jobs.known_signature(train_command)
 
 
 def max_batch_result(wildcards):

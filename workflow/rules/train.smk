@@ -36,12 +36,15 @@ rule find_max_batch:
 # or train_<scale>_p<processes per node>: each has static Slurm resources, so a large grid's
 # DAG needs no resource function per job. Per-rule settings: --set-resources train_2x4:...
 for shape, strategies in TRAIN_SHAPES.items():
+    shape_runs = [
+        r for r in GRID.runs if r.scale == shape.scale and r.strategy in strategies
+    ]
 
     rule:
         name:
             shape.rule_name
         input:
-            train_inputs,
+            dlbench_jobs.known_signature(train_inputs),
         output:
             record=protected(RUN_RECORD_TEMPLATE),
         log:
@@ -57,11 +60,11 @@ for shape, strategies in TRAIN_SHAPES.items():
         threads: threads_per_run()
         resources:
             **shape.resources(config["run"]),
-            dlbench_attempt=lambda wildcards, attempt: attempt,
-        params:
-            command=lambda wildcards: DEPLOY.command(
-                wildcards, launch_arguments(wildcards)
+            dlbench_attempt=dlbench_jobs.known_signature(
+                lambda wildcards, attempt: attempt
             ),
+        params:
+            command=train_command_param(shape_runs),
         shell:
             "DLBENCH_ATTEMPT={resources.dlbench_attempt} {params.command} > {log} 2>&1"
 
@@ -85,9 +88,7 @@ if ENDED_RUNS:
         conda:
             "../../envs/{framework}.yaml"
         params:
-            command=lambda wildcards: DEPLOY.command(
-                wildcards, launch_arguments(wildcards)
-            ),
+            command=train_command,
         shell:
             "DLBENCH_ATTEMPT=1 {params.command} > {log} 2>&1"
 
