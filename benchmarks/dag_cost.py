@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,17 +60,23 @@ rule one:
 """
 
 
-def dry_run(snakefile: Path, work: Path, extra: list[str]) -> tuple[float, int]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def dry_run(snakefile: Path, work: Path, extra: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, jobs, CPU seconds (user + system: less disturbed by other load)."""
     # --rerun-triggers mtime: the profiles' setting (profiles/local, profiles/slurm).
     command = [sys.executable, "-m", "snakemake", "-n", "-q", "rules", "--rerun-triggers", "mtime"]
     command += ["-s", str(snakefile), "-d", str(work)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     out = subprocess.run(command + extra, capture_output=True, text=True, check=True, cwd=work).stdout
-    elapsed = time.perf_counter() - start
-    return elapsed, int(re.search(r"^total\s+(\d+)", out, re.M).group(1))
+    elapsed, cpu = time.perf_counter() - start, _children_cpu() - cpu
+    return elapsed, int(re.search(r"^total\s+(\d+)", out, re.M).group(1)), cpu
 
 
-def grid_dry_run(config_path: Path) -> tuple[float, int]:
+def grid_dry_run(config_path: Path) -> tuple[float, int, float]:
     with tempfile.TemporaryDirectory() as work:
         # The grid file is merged over config/config.yaml: both grids set every grid key the
         # embedded default sets (data, exclude), so the default does not leak into them.
@@ -77,34 +84,36 @@ def grid_dry_run(config_path: Path) -> tuple[float, int]:
         return dry_run(REPO / "Snakefile", Path(work), ["--configfile", str(config_path)])
 
 
-def trivial_dry_run(jobs: int) -> tuple[float, int]:
+def trivial_dry_run(jobs: int) -> tuple[float, int, float]:
     with tempfile.TemporaryDirectory() as work:
         snakefile = Path(work) / "Snakefile"
         snakefile.write_text(TRIVIAL_SNAKEFILE.format(jobs=jobs))
-        elapsed, total = dry_run(snakefile, Path(work), [])
+        elapsed, total, cpu = dry_run(snakefile, Path(work), [])
     if total != jobs:
         raise RuntimeError(f"trivial workflow planned {total} jobs, expected {jobs}")
-    return elapsed, total
+    return elapsed, total, cpu
 
 
 def compare(name: str, config_path: Path, repeats: int) -> None:
     """Alternate grid and floor (order flipped every round) and print both and their ratio."""
-    grid_times, floor_times, ratios, jobs = [], [], [], 0
+    grid_times, floor_times, ratios, cpu_ratios, jobs = [], [], [], [], 0
     for round_ in range(repeats):
         if round_ % 2 == 0:
-            grid_time, jobs = grid_dry_run(config_path)
-            floor_time, _ = trivial_dry_run(jobs)
+            grid_time, jobs, grid_cpu = grid_dry_run(config_path)
+            floor_time, _, floor_cpu = trivial_dry_run(jobs)
         else:
-            floor_time, _ = trivial_dry_run(jobs)
-            grid_time, jobs = grid_dry_run(config_path)
+            floor_time, _, floor_cpu = trivial_dry_run(jobs)
+            grid_time, jobs, grid_cpu = grid_dry_run(config_path)
         grid_times.append(grid_time)
         floor_times.append(floor_time)
         ratios.append(grid_time / floor_time)
+        cpu_ratios.append(grid_cpu / floor_cpu)
     print(
         f"{name}: {jobs} jobs, snakemake -n median {statistics.median(grid_times):.2f} s "
         f"(min {min(grid_times):.2f}, max {max(grid_times):.2f}); trivial floor median "
         f"{statistics.median(floor_times):.2f} s; ratio median {statistics.median(ratios):.2f} "
-        f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {repeats} rounds)"
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {repeats} rounds); CPU-time ratio median "
+        f"{statistics.median(cpu_ratios):.2f} (load {os.getloadavg()[0]:.2f})"
     )
 
 

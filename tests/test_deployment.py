@@ -47,3 +47,33 @@ def test_srun_inside_an_image_is_refused(tmp_path):
     config = {**CONFIG, "run": {**CONFIG["run"], "launcher": "srun"}}
     with pytest.raises(DeploymentError, match="srun does not work inside an Apptainer image"):
         Deployment(config, REPO, {DeploymentMethod.APPTAINER}, environ={})
+
+
+RUN_SETTINGS = {
+    "launcher": "local", "data_workers": 0, "threads": 4, "image_size": 64, "seq_len": 0, "device": "cpu",
+    "compile": False, "time_limit_s": 900, "progress_every": 5, "memory_cap_mb": 0,
+}  # fmt: skip
+PROTOCOL = {"preset": "caict2020", "warmup_steps": 5, "measured_steps": 20, "statistic": "mean"}
+
+
+@pytest.mark.parametrize("repo", [REPO, "/tmp/a repo's copy"])
+def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
+    """train.smk's params.command template (Snakemake fills in the wildcards) is the command
+    the function builds, quoting included (a repository path with a space and a quote)."""
+    from snakemake.io import apply_wildcards
+
+    from dlbench.deployment import Placeholders, RunWildcards
+
+    config = {"run": RUN_SETTINGS, "grid": {}}
+    lock = os.path.join(REPO, "containers", "images.lock")
+    environ = {"DLBENCH_VENVS": str(tmp_path / "venvs"), "DLBENCH_IMAGES_LOCK": lock}
+    deploy = Deployment(config, repo, set(), environ=environ)
+    template = deploy.command(Placeholders(), deploy.launch_arguments(Placeholders(), PROTOCOL, None))
+    assert "{framework}" in template and "{repeat}" in template
+    for framework, strategy in (("pytorch", "ddp"), ("mxnet", "dist_sync")):
+        values = dict(framework=framework, model="resnet50", precision="fp32", data="synthetic", batch="8")
+        run = RunWildcards(values, scale="1x2", strategy=strategy, repeat="3")
+        command = deploy.command(run, deploy.launch_arguments(run, PROTOCOL, None))
+        assert apply_wildcards(template, run) == command
+        assert f"--run-dir results/runs/{framework}/resnet50/fp32/synthetic/bs8/1x2/{strategy}/rep3" in command
+    assert ("'/tmp/a repo'\"'\"'s copy/envs/mxnet.txt'" in command) == (repo != REPO)

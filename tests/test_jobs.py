@@ -84,3 +84,14 @@ def test_recorded_runs_and_the_runs_slurm_ended(tmp_path, monkeypatch):
     assert constraints["repeat"] == "2" and constraints["strategy"] == "ddp"
     assert jobs.ended_run_constraints([done, untouched], recorded) is None
     assert jobs.recorded_runs("no/such/dir") == {"launch.json": set(), "slurm.json": set()}
+
+
+def test_known_signature_tells_snakemake_the_parameters_once(monkeypatch):
+    import inspect
+
+    from snakemake.common import get_function_params
+
+    function = jobs.known_signature(lambda wildcards, attempt: attempt)
+    monkeypatch.setattr(inspect, "signature", None)  # Snakemake must not inspect it again
+    assert list(get_function_params(function)) == ["wildcards", "attempt"]
+    assert function(None, attempt=2) == 2

@@ -1,5 +1,4 @@
 # Config validation and input functions: the Snakefile and the rule files ask these.
-import functools
 import os
 
 from snakemake.exceptions import WorkflowError
@@ -28,6 +27,8 @@ try:
 except (ValueError, ContainerError) as error:
     raise WorkflowError(str(error)) from None
 
+# Three rules ask for every record; vars(), not as_dict() (dataclasses.asdict deep-copies).
+RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**vars(run)) for run in GRID.runs)
 # Run directories by the records they hold: one walk instead of a stat per run.
 RECORDED_RUNS = dlbench_jobs.recorded_runs()
 MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}.json"
@@ -48,10 +49,8 @@ def get_final_output():
     return ["results/report/index.html", *tables, *figures]
 
 
-@functools.cache
 def all_run_records():
-    # Three rules ask; vars(), not as_dict(): dataclasses.asdict deep-copies each run.
-    return tuple(RUN_RECORD_TEMPLATE.format(**vars(run)) for run in GRID.runs)
+    return RUN_RECORDS
 
 
 def published_references():
@@ -76,17 +75,17 @@ def train_command(wildcards):
 
 
 def train_command_param(runs):
-    """params.command of a rule of these runs: where their commands differ by their wildcards
-    only, a template (Snakemake fills it in, no function call per job), else train_command.
+    """The training command as the param of these runs' rules (train.smk). Where the commands
+    differ by their wildcards only: a template Snakemake fills in, no function call per job;
+    the template must give one run's command (e.g. no braces from a path), or the function.
     """
     if not runs or any(run.batch == "max" or run.data == "real" for run in runs):
         return dlbench_jobs.known_signature(train_command)
     template = train_command(Placeholders())
     sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
-    same = apply_wildcards(template, sample) == train_command(
-        sample
-    )  # e.g. no other braces
-    return template if same else dlbench_jobs.known_signature(train_command)
+    if apply_wildcards(template, sample) == train_command(sample):
+        return template
+    return dlbench_jobs.known_signature(train_command)
 
 
 def max_batch_result(wildcards):
