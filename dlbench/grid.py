@@ -68,14 +68,28 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(
                 f"grid.strategies.{fw}: scales {needs_strategy} use several devices: {fw} needs a strategy"
             )
+    _check_rules(grid)
+
+
+def _check_rules(grid: dict) -> None:
+    """Every key of an exclude/only rule is a coordinate and every name it gives is one the
+    registry knows (a typo would silently match nothing). Precision, data and scale values
+    are the schema's to check."""
     coordinate_keys = set(CellKey.__dataclass_fields__) | {"repeat"}
+    frameworks = framework_names()
+    strategies = {SINGLE_DEVICE}.union(*(capabilities(fw)["strategies"] for fw in frameworks))
+    known = {"framework": frameworks, "model": sorted(CATALOGUE), "strategy": sorted(strategies)}
     for list_name in ("exclude", "only"):
         for i, rule in enumerate(grid.get(list_name, [])):
-            for key in rule:
+            for key, wanted in rule.items():
                 if key not in coordinate_keys:
                     raise ConfigError(
                         f"grid.{list_name}[{i}]: unknown coordinate {key!r}; use one of {sorted(coordinate_keys)}"
                     )
+                for j, value in enumerate(wanted if isinstance(wanted, list) else [wanted]):
+                    if key in known and value not in known[key]:
+                        where = f"grid.{list_name}[{i}].{key}" + (f"[{j}]" if isinstance(wanted, list) else "")
+                        raise ConfigError(f"{where}: {value!r} is not a known {key} (known: {', '.join(known[key])})")
 
 
 def expand(config: dict) -> Grid:
