@@ -3,8 +3,21 @@
 # a cluster executor (profiles/slurm), say `localrule: True`: the environments need the
 # network, the analysis takes seconds. Training runs and batch searches are submitted.
 
+import os
 
-configfile: "config/config.yaml"
+from snakemake.exceptions import WorkflowError
+
+from dlbench import config as dlbench_config
+
+# Snakemake's own message for a config file that does not parse names neither file nor line.
+DEFAULT_CONFIGFILE = "config/config.yaml"
+if os.path.exists(DEFAULT_CONFIGFILE):
+    CONFIGFILE_PROBLEM = dlbench_config.config_file_problem(DEFAULT_CONFIGFILE)
+    if CONFIGFILE_PROBLEM:
+        raise WorkflowError(f"invalid config file: {CONFIGFILE_PROBLEM}")
+
+
+configfile: DEFAULT_CONFIGFILE
 
 
 include: "workflow/rules/common.smk"

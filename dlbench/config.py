@@ -1,11 +1,15 @@
 """The config schema: its defaults, and checks that produce one short message naming the key
-and the bad value."""
+and the bad value. `python -m dlbench.config check FILE... [-- SNAKEMAKE_ARG...]` checks that
+config files parse (tools/run.sh, before Snakemake, whose message names neither file nor line)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import functools
+import json
 import os
+import sys
 from collections.abc import Callable
 
 import yaml
@@ -69,3 +73,60 @@ def checked_grid(config: dict, fill_defaults: Callable[[dict], None]):
     if problem:
         raise grid.ConfigError(problem)
     return grid.expand(config)
+
+
+def config_file_problem(path: str) -> str | None:
+    """None if `path` loads as Snakemake loads a config file (JSON, else YAML) into a mapping,
+    else e.g. `my-grid.yaml:3:9: expected ',' or ']', but got ':' (...)`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as error:
+        return f"{path}: cannot be read ({error})"
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            return f"{path}:{_yaml_problem(error)}"
+    if not isinstance(loaded, dict):
+        found = "an empty file" if loaded is None else f"a {type(loaded).__name__}"
+        return f"{path}: the top level must be a mapping of keys (grid:, protocol:, ...), not {found}"
+    return None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    if mark is None:
+        return f" {error}"
+    where = f"{mark.line + 1}:{mark.column + 1}: {error.problem}"
+    context_mark = getattr(error, "context_mark", None)
+    if error.context and context_mark:
+        where += f" ({error.context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return where
+
+
+def config_files_named(snakemake_args: list[str]) -> list[str]:
+    """The config files a Snakemake command line names (--configfile/--configfiles, each with
+    one or more files, as Snakemake reads them)."""
+    # No abbreviations: Snakemake's --config would otherwise be taken for --configfile.
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[])
+    return parser.parse_known_args(snakemake_args)[0].configfile
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "check":
+        print("usage: python -m dlbench.config check FILE... [-- SNAKEMAKE_ARG...]", file=sys.stderr)
+        return 2
+    args = argv[1:]
+    files, snakemake_args = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
+    problems = [p for p in map(config_file_problem, files + config_files_named(snakemake_args)) if p]
+    for problem in problems:
+        print(f"invalid config file: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
