@@ -23,6 +23,7 @@ TINY = {
         "scales": ["1x1", "1x2"],
         # Horovod does not build here: its cells stay in the tables as N/A with the reason.
         "strategies": {"pytorch": ["ddp", "horovod"]},
+        "exclude": [],  # not the default grid's (real data on one device only)
     },
     "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 2},
     "run": {"image_size": 32, "threads": 2, "progress_every": 1},

@@ -108,3 +108,10 @@ class Runner:
 
     def close(self) -> None:
         """Tear down process groups etc."""
+
+
+def address_space_capped() -> bool:
+    """Whether this process runs under an address-space limit (the worker's memory cap)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.base import address_space_capped
 from dlbench.runners.pytorch import models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
@@ -164,7 +165,10 @@ class Runner(BaseRunner):
             return True
         oom_types = (getattr(self.torch, "OutOfMemoryError", ()),) if hasattr(self, "torch") else ()
         text = str(exc)
-        return isinstance(exc, oom_types) or "out of memory" in text or "DefaultCPUAllocator: can't allocate" in text
+        if isinstance(exc, oom_types) or "out of memory" in text or "DefaultCPUAllocator: can't allocate" in text:
+            return True
+        # oneDNN reports an allocation that the address-space cap refused as a failed primitive.
+        return "could not create a primitive" in text and address_space_capped()
 
     def describe(self) -> dict:
         torch = self.torch
