@@ -322,11 +322,6 @@ ARCHITECTURES = {
     "alexnet": alexnet,
 }
 
-IMPLEMENTATION = (
-    "TensorFlow-native ops (tf.nn.conv2d, FusedBatchNormV3, NHWC; no conv bias before batch norm), "
-    "SGD momentum as one ResourceApplyKerasMomentum per variable, one tf.function per step"
-)
-
 
 class ImageModel(tf.Module):
     """An ImageNet classifier for `size` x `size` NHWC images; `model(images, training)` gives logits.

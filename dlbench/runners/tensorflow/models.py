@@ -16,7 +16,10 @@ _COMPUTE_DTYPE = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 class ImageClassification:
     """A TF-native CNN (dlbench.runners.tensorflow.cnn) with momentum SGD on 1000 classes."""
 
-    implementation = "Keras model, Keras optimizer"  # until build() names the TF-native one
+    implementation = (
+        "TensorFlow-native ops (tf.nn.conv2d, FusedBatchNormV3, NHWC; no conv bias before batch norm), "
+        "SGD momentum as one ResourceApplyKerasMomentum per variable, one tf.function per step"
+    )
 
     def __init__(self, spec):
         self.spec = spec
@@ -36,7 +39,6 @@ class ImageClassification:
         compute = _COMPUTE_DTYPE.get(policy, "float32")
         model = cnn.ImageModel(self.spec.coords.model, self.size, IMAGE_CLASSES, self.spec.seed, stats, compute)
         loss_scaling = compute == "float16"
-        self.implementation = cnn.IMPLEMENTATION
         return model, optim.MomentumSGD(SGD_LR, SGD_MOMENTUM, loss_scaling=loss_scaling), loss_scaling
 
     def synthetic_batch(self, tf) -> dict:
