@@ -23,6 +23,7 @@ from dlbench import stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
+from dlbench.runners import run_layout
 from dlbench.steplog import StepLog, rank_log_name, read_steplog
 
 # Worst first: the status a cell shows when no repeat produced a number.
@@ -50,7 +51,7 @@ def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
 def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
     """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
-    step_logs = coords.processes
+    step_logs = run_layout(coords).step_logs
     row: dict = {**coords.as_dict(), "devices": coords.devices, "status": "ok", "reason": "", "throughput": math.nan}
     logs: list[StepLog] = []
     problems: list[str] = []

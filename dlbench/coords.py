@@ -93,25 +93,6 @@ class RunCoords:
         return self.scale_obj.devices
 
     @property
-    def layout(self):
-        """The run's process layout (`dlbench.runners.layout`: the one definition)."""
-        from dlbench.runners import layout  # runners import this module
-
-        return layout(self.framework, self.strategy, self.scale_obj)
-
-    @property
-    def processes(self) -> int:
-        """Rank processes that write a step log (one log each): one per device, one per node
-        for strategies that drive a node's devices from one process, one (the coordinator)
-        for parameter-server strategies."""
-        return self.layout.step_logs
-
-    @property
-    def tasks(self) -> int:
-        """Processes the launcher starts (srun tasks): the step-log writers plus helpers."""
-        return self.scale_obj.nodes * self.layout.tasks_per_node
-
-    @property
     def run_dir(self) -> str:
         return RUN_DIR_TEMPLATE.format(**asdict(self))
 

@@ -21,7 +21,7 @@ from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
 from dlbench.data import paths as data_paths
 from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
-from dlbench.runners import processes_per_node
+from dlbench.runners import env_name, framework_names, processes_per_node
 
 # What verify_image checked; the training job's step-log header takes the image digest from it.
 IMAGE_RECORD = "results/containers/{framework}.image.json"
@@ -35,6 +35,19 @@ class DeploymentError(ValueError):
 
 # Asked once per framework, strategy and devices per node (a capabilities lookup), not per job.
 _processes_per_node = functools.cache(processes_per_node)
+# A framework's environment (its capabilities' env: a plug-in may share one); an
+# environment's own name (envs.smk, data.smk) stays itself.
+_env_name = functools.cache(lambda name: env_name(name) if name in framework_names() else name)
+# The training rules' `conda:` file, relative to the rule files.
+CONDA_FILE = "../../envs/{framework}.yaml"
+
+
+def conda_file(runs) -> str | Callable:
+    """The `conda:` of a training rule for `runs`: the pattern when each framework has its own
+    environment (no function per job), else a function of the wildcards."""
+    if all(_env_name(fw) == fw for fw in {run.framework for run in runs}):
+        return CONDA_FILE
+    return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework))
 
 
 class RunWildcards(dict):
@@ -107,10 +120,10 @@ class Deployment:
     # ---- the framework's venv ----
 
     def venv_stamp(self, wildcards) -> str:
-        return os.path.join(self.venvs, wildcards.framework, ENV_STAMP)
+        return os.path.join(self.venvs, _env_name(wildcards.framework), ENV_STAMP)
 
     def venv_python(self, wildcards) -> str:
-        return os.path.join(self.venvs, wildcards.framework, "bin", "python")
+        return os.path.join(self.venvs, _env_name(wildcards.framework), "bin", "python")
 
     # ---- the framework's image (--sdm apptainer) ----
 
@@ -136,7 +149,8 @@ class Deployment:
     def venv_built(self, wildcards) -> bool:
         """The venv's stamp is newer than its lock and only mtime triggers a rebuild."""
         if wildcards.framework not in self._venv_built:
-            stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{wildcards.framework}.txt")
+            env = _env_name(wildcards.framework)
+            stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{env}.txt")
             built = os.path.exists(stamp) and os.path.exists(lock) and os.path.getmtime(stamp) >= os.path.getmtime(lock)
             self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
         return self._venv_built[wildcards.framework]
@@ -160,7 +174,7 @@ class Deployment:
 
     def env_lock(self, wildcards) -> str:
         """The env lock to hash into the header: the image's copy inside a container."""
-        return os.path.join(self.pythonpath(wildcards), "envs", f"{wildcards.framework}.txt")
+        return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework)}.txt")
 
     def environment(self, wildcards) -> str:
         """Variables for the training command (set in the command: --cleanenv drops the host's)."""

@@ -1,4 +1,5 @@
-"""Figures from cells.csv (matplotlib). One style: fixed framework colours, units on axes."""
+"""Figures from cells.csv (matplotlib). One style: each framework's colour and label from its
+capabilities (dlbench.runners), units on axes."""
 
 from __future__ import annotations
 
@@ -18,16 +19,17 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa:
 from dlbench import labels  # noqa: E402
 from dlbench.aggregate import real_data_pairs  # noqa: E402
 from dlbench.coords import SINGLE_DEVICE  # noqa: E402
+from dlbench.runners import capabilities, framework_names  # noqa: E402
 
-FRAMEWORK_COLOURS = {"tensorflow": "#ff8f00", "pytorch": "#d62728", "mxnet": "#1f77b4"}
+# For a framework that is not registered (an archive's raw logs).
 FALLBACK_COLOURS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2"]
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "savefig.bbox": "tight"})
 
 
 def colour(framework: str) -> str:
-    if framework in FRAMEWORK_COLOURS:
-        return FRAMEWORK_COLOURS[framework]
+    if framework in framework_names():
+        return capabilities(framework).colour
     # crc32, not hash(): str hashes differ between processes, and the colour must not.
     return FALLBACK_COLOURS[zlib.crc32(framework.encode()) % len(FALLBACK_COLOURS)]
 
@@ -102,7 +104,7 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame) -> None:
                     color=colour(fw),
                     yerr=err if err == err else None,
                     capsize=2,
-                    label=labels.series_label(fw, strategy) if j == 0 or cell["strategy"] != SINGLE_DEVICE else None,
+                    label=labels.legend_label(fw, strategy) if j == 0 or cell["strategy"] != SINGLE_DEVICE else None,
                     hatch="//" if bool(cell.get("noisy", False)) else None,
                     edgecolor="white",
                 )
@@ -134,7 +136,7 @@ def speedup_figure(cells: pd.DataFrame, path) -> None:
             single = panel[(panel["framework"] == fw) & (panel["devices"] == 1)]
             points = pd.concat([single, series]).sort_values("devices")
             ax.plot(
-                points["devices"], points["speedup"], "o-", color=colour(fw), label=labels.series_label(fw, strategy)
+                points["devices"], points["speedup"], "o-", color=colour(fw), label=labels.legend_label(fw, strategy)
             )
             for _, cell in series[series["efficiency"].notna()].iterrows():
                 ax.annotate(

@@ -52,7 +52,7 @@ def check_semantics(config: dict) -> None:
         # keeps the default's strategies); an unknown name is a typo.
         if fw not in known:
             raise ConfigError(f"grid.strategies.{fw}: unknown framework {fw!r}; known: {known}")
-        offered = capabilities(fw)["strategies"]
+        offered = capabilities(fw).strategy_names
         for s in strategies:
             if s not in offered:
                 raise ConfigError(
@@ -60,7 +60,7 @@ def check_semantics(config: dict) -> None:
                 )
     for fw in grid["frameworks"]:
         for precision in grid["precision"]:
-            if precision not in capabilities(fw)["precisions"]:
+            if precision not in capabilities(fw).precisions:
                 raise ConfigError(f"grid.precision: {fw} does not offer precision {precision!r}")
     needs_strategy = [s for s in grid["scales"] if Scale.parse(s).devices > 1]
     for fw in grid["frameworks"]:
@@ -77,7 +77,7 @@ def _check_rules(grid: dict) -> None:
     are the schema's to check."""
     coordinate_keys = set(CellKey.__dataclass_fields__) | {"repeat"}
     frameworks = framework_names()
-    strategies = {SINGLE_DEVICE}.union(*(capabilities(fw)["strategies"] for fw in frameworks))
+    strategies = {SINGLE_DEVICE}.union(*(capabilities(fw).strategy_names for fw in frameworks))
     known = {"framework": frameworks, "model": sorted(CATALOGUE), "strategy": sorted(strategies)}
     for list_name in ("exclude", "only"):
         for i, rule in enumerate(grid.get(list_name, [])):
@@ -102,8 +102,7 @@ def expand(config: dict) -> Grid:
     combos = itertools.product(
         grid["frameworks"], grid["models"], grid["precision"], grid["data"], grid["batch_per_device"], grid["scales"]
     )
-    # Looked up once per framework / strategy and scale, not once per cell: a framework's
-    # capabilities are a module lookup (a directory scan) each time.
+    # Looked up once per framework / strategy and scale, not once per cell.
     capabilities_of = {fw: capabilities(fw) for fw in grid["frameworks"]}
     unavailable_strategy = functools.cache(strategy_unavailable)
     for fw, model, precision, data, batch, scale in combos:
@@ -116,10 +115,10 @@ def expand(config: dict) -> Grid:
                 continue
             if grid.get("only") and not any(_matches(rule, values) for rule in grid["only"]):
                 continue
-            if model not in caps["models"]:
-                unavailable[cell] = caps["unavailable"].get(model, f"{fw} has no {model} model")
+            if model not in caps.models:
+                unavailable[cell] = caps.unavailable_models.get(model, f"{fw} has no {model} model")
                 continue
-            if data not in caps["data"]:
+            if data not in caps.data:
                 unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline yet"
                 continue
             # A strategy that cannot run here (single-node strategy at a multi-node scale,

@@ -21,6 +21,7 @@ from snakemake.common import overwrite_function_params
 
 from dlbench import slurm
 from dlbench.coords import RUN_FIELDS, RUN_RECORD, RunCoords, Scale
+from dlbench.runners import run_layout
 
 
 @dataclass(frozen=True, order=True)
@@ -65,7 +66,7 @@ class JobShape:
 
 
 def job_shape(run: RunCoords) -> JobShape:
-    return JobShape(run.scale, run.layout.tasks_per_node)
+    return JobShape(run.scale, run_layout(run).tasks_per_node)
 
 
 def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from dlbench.coords import SINGLE_DEVICE, Scale
 from dlbench.models import CATALOGUE, sample_unit
+from dlbench.runners import capabilities, framework_names
 
 # The short label of a cell or run without a (full) number, as tables and figures print it.
 STATUS_TEXT = {
@@ -35,14 +36,8 @@ STATUS_MEANING = {
     "missing": "no step log was written",
     "unavailable": "not run: the framework cannot build this model",
 }
-STRATEGY_TEXT = {
-    SINGLE_DEVICE: "one process, no communication",
-    "ddp": "PyTorch DistributedDataParallel: synchronous data parallelism, gradients all-reduced every step "
-    "(gloo on CPU, NCCL on GPU)",
-    "multi_worker_mirrored": "TensorFlow MultiWorkerMirroredStrategy: synchronous data parallelism, "
-    "gradients all-reduced every step",
-    "dist_sync": "MXNet KVStore dist_sync: synchronous data parallelism through a parameter server",
-}
+# Multi-device strategies are described by the frameworks' capabilities (strategy_text).
+SINGLE_DEVICE_TEXT = "one process, no communication"
 DATA_TEXT = {
     "synthetic": "synthetic data: one random batch created once on the device and reused, so no input "
     "pipeline is measured",
@@ -99,6 +94,31 @@ def scale_with_caict(scale: str, strategy: str) -> str:
 def series_label(framework: str, strategy: str) -> str:
     """One line of a figure or row of a table: `pytorch`, or `pytorch (ddp)` beyond one device."""
     return framework if strategy == SINGLE_DEVICE else f"{framework} ({strategy})"
+
+
+def framework_label(framework: str) -> str:
+    """A framework's name for people (its capabilities' label): `PyTorch`; the config name for
+    a framework that is not registered (an archive's raw logs)."""
+    return capabilities(framework).label if framework in framework_names() else framework
+
+
+def legend_label(framework: str, strategy: str) -> str:
+    """A figure's series: `PyTorch`, or `PyTorch (ddp)` beyond one device."""
+    name = framework_label(framework)
+    return name if strategy == SINGLE_DEVICE else f"{name} ({strategy})"
+
+
+def strategy_text(strategy: str, frameworks: Iterable[str]) -> str:
+    """What a strategy does, as the capabilities of `frameworks` that offer it describe it."""
+    if strategy == SINGLE_DEVICE:
+        return SINGLE_DEVICE_TEXT
+    known = set(framework_names())
+    texts = []
+    for fw in sorted(set(frameworks) & known):
+        caps = capabilities(fw)
+        if strategy in caps.strategy_names and caps.strategy(strategy).description not in texts:
+            texts.append(caps.strategy(strategy).description)
+    return "; ".join(texts) or strategy
 
 
 def setup(batch: str, precision: str, data: str) -> str:

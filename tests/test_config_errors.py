@@ -19,7 +19,7 @@ from tests.test_grid import BASE
 
 KNOWN_MODELS = ", ".join(sorted(CATALOGUE))
 KNOWN_FRAMEWORKS = ", ".join(framework_names())
-KNOWN_STRATEGIES = ", ".join(sorted({"single"}.union(*(capabilities(fw)["strategies"] for fw in framework_names()))))
+KNOWN_STRATEGIES = ", ".join(sorted({"single"}.union(*(capabilities(fw).strategy_names for fw in framework_names()))))
 SCALE_RULE = "must match ^[1-9][0-9]*x[1-9][0-9]*$"
 # A syntax error: the flow sequence opened on line 2 is never closed.
 UNCLOSED_LIST = 'grid:\n  models: [resnet50\n  scales: ["1x1"]\n'

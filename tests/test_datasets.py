@@ -182,15 +182,17 @@ def test_dataset_paths_and_train_inputs():
     image_id = paths.images_id(config)
     assert image_id.startswith("generated-") and image_id != paths.images_id({})
     assert paths.images_source(config) == f"results/data/images/{image_id}"
-    assert paths.dataset_path("tensorflow", "image", config) == f"results/data/tensorflow/{image_id}"
+    assert paths.dataset_path("tensorflow", "image", config) == f"results/data/tfrecord/{image_id}"
     assert paths.dataset_files("tensorflow", "image", config) == [
-        f"results/data/tensorflow/{image_id}/{name}"
+        f"results/data/tfrecord/{image_id}/{name}"
         for name in ("train-00000-of-00002", "train-00001-of-00002", "validation-00000-of-00001", "manifest.json")
     ]
     assert [os.path.basename(p) for p in paths.dataset_files("mxnet", "image", config)] == [
         "train.rec", "train.idx", "train.lst", "val.rec", "val.idx", "val.lst", "manifest.json",
     ]  # fmt: skip
-    assert paths.train_data_inputs("pytorch", "resnet50", config) == [f"results/data/pytorch/{image_id}/manifest.json"]
+    assert paths.train_data_inputs("pytorch", "resnet50", config) == [
+        f"results/data/imagefolder/{image_id}/manifest.json"
+    ]
     text = paths.train_data_inputs("mxnet", "bert_base", config)
     assert [os.path.basename(p) for p in text] == ["examples.npz", "vocab.txt", "corpus.txt", "manifest.json"]
     assert paths.dataset_path("tensorflow", "text", config) == paths.dataset_path("pytorch", "text", config)

@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 
 import pytest
 
@@ -61,11 +62,11 @@ def test_unbuildable_model_becomes_unavailable_cell_not_dropped(monkeypatch):
 
     def without_bert(name):
         caps = real(name)
-        return {
-            **caps,
-            "models": tuple(m for m in caps["models"] if m != "bert_base"),
-            "unavailable": {"bert_base": "no BERT in this build"},
-        }
+        return dataclasses.replace(
+            caps,
+            models=tuple(m for m in caps.models if m != "bert_base"),
+            unavailable_models={"bert_base": "no BERT in this build"},
+        )
 
     monkeypatch.setattr(grid, "capabilities", without_bert)
     g = grid.expand(config(models=["resnet50", "bert_base"], scales=["1x1"], batch_per_device=[8]))
@@ -92,7 +93,9 @@ def test_semantic_errors_name_key_and_value(changes, message):
 def test_real_data_without_an_input_pipeline_is_an_unavailable_cell(monkeypatch):
     # A runner with no real-data pipeline (PyTorch has one now: declare it away).
     real_capabilities = grid.capabilities
-    monkeypatch.setattr(grid, "capabilities", lambda fw: {**real_capabilities(fw), "data": ("synthetic",)})
+    monkeypatch.setattr(
+        grid, "capabilities", lambda fw: dataclasses.replace(real_capabilities(fw), data=("synthetic",))
+    )
     g = grid.expand(config(data=["synthetic", "real"], scales=["1x1"], batch_per_device=[8]))
     assert {r.data for r in g.runs} == {"synthetic"}
     assert {c.data for c in g.unavailable} == {"real"}

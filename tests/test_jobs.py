@@ -55,7 +55,9 @@ def test_one_strategy_name_with_two_layouts_is_refused(monkeypatch):
     from dlbench import runners
 
     per_node = {("tensorflow", "shared"): 1, ("pytorch", "shared"): 2}
-    monkeypatch.setattr(runners, "layout", lambda fw, strategy, scale: runners.Layout(per_node[(fw, strategy)], 1, 2))
+    monkeypatch.setattr(
+        runners, "layout", lambda fw, strategy, scale: runners.Layout(per_node[(fw, strategy)], 2, 1, 2)
+    )
     runs = [make_coords(framework=fw, scale="1x2", strategy="shared") for fw in ("tensorflow", "pytorch")]
     with pytest.raises(ValueError, match="'shared' at scale 1x2"):
         jobs.shapes(runs)

@@ -21,7 +21,7 @@ pytestmark = [
         not all(framework_python(fw).exists() for fw in FRAMEWORKS), reason="the framework environments are not built"
     ),
     pytest.mark.skipif(
-        not all("real" in capabilities(fw)["data"] for fw in FRAMEWORKS), reason="a runner has no real-data pipeline"
+        not all("real" in capabilities(fw).data for fw in FRAMEWORKS), reason="a runner has no real-data pipeline"
     ),
 ]
 
@@ -69,7 +69,7 @@ def test_every_framework_trained_on_its_own_format(finished):
         header, steps = lines[0], [x for x in lines if x["type"] == "step"]
         assert header["framework"]["input_pipeline"], fw
         assert all("data_wait" in s and s["data_wait"] >= 0 for s in steps), fw
-        manifest = json.loads(next((finished / f"results/data/{fw}").rglob("manifest.json")).read_text())
+        manifest = json.loads(next((finished / f"results/data/{formats[fw]}").rglob("manifest.json")).read_text())
         assert formats[fw] in json.dumps(manifest).lower(), fw
 
 

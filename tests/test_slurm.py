@@ -53,7 +53,7 @@ def framework_ready(name: str, strategy: str) -> bool:
 
     return (
         name in framework_names()
-        and strategy in capabilities(name)["strategies"]
+        and strategy in capabilities(name).strategy_names
         and framework_python(name).exists()
         and (REPO / "envs" / f"{name}.yaml").exists()
     )

@@ -18,6 +18,7 @@ from dlbench.launch import LaunchRequest
 from dlbench.launch.launchers import SrunLauncher, this_rank
 from dlbench.launch.record import slurm_verdict, write_launch_record
 from dlbench.launch.run import main
+from dlbench.runners import run_layout
 from tests.conftest import make_coords, write_run
 
 UNRESOLVABLE = "dlbench-no-such-node"
@@ -434,7 +435,7 @@ def recorded_by_srun_launcher(root: Path, coords, slurm_record: dict) -> None:
     """slurm.json as dlbench.slurm left it, then launch.json as the srun launcher writes it."""
     request = srun_request(root / coords.run_dir, coords)
     slurm.write_record(request.run_dir, slurm_record)
-    write_launch_record(request, [None] * coords.tasks, time.monotonic(), SrunLauncher(request).verdict())
+    write_launch_record(request, [None] * run_layout(coords).tasks, time.monotonic(), SrunLauncher(request).verdict())
 
 
 def test_aggregate_marks_runs_from_slurms_record(tmp_path):

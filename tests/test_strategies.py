@@ -19,6 +19,7 @@ from dlbench.runners import (
     framework_names,
     layout,
     processes_per_node,
+    run_layout,
     strategy_unavailable,
 )
 from dlbench.runners.base import Distributed
@@ -29,49 +30,43 @@ from tests.conftest import REPO, make_coords
     "framework, strategy, scale, expected",
     [
         # one process per device, each logs batch samples per step
-        ("pytorch", "ddp", "2x4", Layout(tasks_per_node=4, local_devices=1, step_logs=8)),
-        ("tensorflow", "multi_worker_mirrored", "1x2", Layout(2, 1, 2)),
-        ("mxnet", "dist_sync", "2x2", Layout(2, 1, 4)),
-        ("tensorflow", "horovod", "2x2", Layout(2, 1, 4)),
-        ("mxnet", "horovod", "1x4", Layout(4, 1, 4)),
+        ("pytorch", "ddp", "2x4", (4, 1, 8)),
+        ("tensorflow", "multi_worker_mirrored", "1x2", (2, 1, 2)),
+        ("mxnet", "dist_sync", "2x2", (2, 1, 4)),
+        ("tensorflow", "horovod", "2x2", (2, 1, 4)),
+        ("mxnet", "horovod", "1x4", (4, 1, 4)),
         # one process drives the node's devices: batch x G samples per step, a log per node
-        ("tensorflow", "replicated_copy", "1x4", Layout(1, 4, 1)),
-        ("tensorflow", "replicated_pscpu", "1x2", Layout(1, 2, 1)),
-        ("tensorflow", "replicated_nccl", "1x8", Layout(1, 8, 1)),
-        ("mxnet", "device", "1x2", Layout(1, 2, 1)),
-        ("mxnet", "nccl", "1x4", Layout(1, 4, 1)),
+        ("tensorflow", "replicated_copy", "1x4", (1, 4, 1)),
+        ("tensorflow", "replicated_pscpu", "1x2", (1, 2, 1)),
+        ("tensorflow", "replicated_nccl", "1x8", (1, 8, 1)),
+        ("mxnet", "device", "1x2", (1, 2, 1)),
+        ("mxnet", "nccl", "1x4", (1, 4, 1)),
         # a task per node; only the coordinator (rank 0) logs, counting every device
-        ("tensorflow", "parameter_server", "1x2", Layout(1, 2, 1)),
-        ("tensorflow", "parameter_server", "2x4", Layout(1, 8, 1)),
+        ("tensorflow", "parameter_server", "1x2", (1, 2, 1)),
+        ("tensorflow", "parameter_server", "2x4", (1, 8, 1)),
         # the single-device strategy
-        ("tensorflow", "single", "1x1", Layout(1, 1, 1)),
+        ("tensorflow", "single", "1x1", (1, 1, 1)),
     ],
 )
 def test_layout_of_each_strategy(framework, strategy, scale, expected):
-    assert layout(framework, strategy, scale) == expected
-    assert processes_per_node(framework, strategy, Scale.parse(scale).devices_per_node) == expected.tasks_per_node
+    tasks_per_node, local_devices, step_logs = expected
+    nodes = Scale.parse(scale).nodes
+    assert layout(framework, strategy, scale) == Layout(
+        tasks_per_node, nodes * tasks_per_node, local_devices, step_logs
+    )
+    assert processes_per_node(framework, strategy, Scale.parse(scale).devices_per_node) == tasks_per_node
     coords = make_coords(framework=framework, strategy=strategy, scale=scale)
-    assert coords.processes == expected.step_logs  # the aggregator reads this many logs
-    assert coords.tasks == Scale.parse(scale).nodes * expected.tasks_per_node  # the launchers start this many
+    assert run_layout(coords) == layout(framework, strategy, scale)
 
 
 def test_every_declared_strategy_is_offered_and_safely_named():
     for fw in framework_names():
-        caps = capabilities(fw)
-        for s in caps["strategies"]:
+        for s in capabilities(fw).strategy_names:
             assert re.fullmatch(SAFE_NAME, s), s
-        declared = {
-            *caps["process_per_node"],
-            *caps["coordinator"],
-            *caps["single_node"],
-            *caps["cuda_only"],
-            *caps["strategy_unavailable"],
-        }
-        assert declared <= set(caps["strategies"]), (fw, declared - set(caps["strategies"]))
         # a strategy name means the same process layout in every framework (Slurm rules share it)
     for a in framework_names():
         for b in framework_names():
-            for s in set(capabilities(a)["strategies"]) & set(capabilities(b)["strategies"]):
+            for s in set(capabilities(a).strategy_names) & set(capabilities(b).strategy_names):
                 assert layout(a, s, "2x4") == layout(b, s, "2x4"), (a, b, s)
 
 

@@ -2,10 +2,13 @@
 at import (tfrecord.py needs `tfrecord_shards`); the settings read the config schema's defaults.
 
     results/data/images/generated-<id>/   the generated ImageNet layout (data.images.source: null)
-    results/data/tensorflow/<id>/         TFRecord shards + manifest.json
-    results/data/pytorch/<id>/            ImageFolder root: <split> links + manifest.json
-    results/data/mxnet/<id>/              <split>.rec/.idx/.lst + manifest.json
+    results/data/tfrecord/<id>/           TFRecord shards + manifest.json
+    results/data/imagefolder/<id>/        ImageFolder root: <split> links + manifest.json
+    results/data/recordio/<id>/           <split>.rec/.idx/.lst + manifest.json
     results/data/text/bert-<id>/          examples.npz, vocab.txt (+ corpus.txt) + manifest.json
+
+A framework's image format is its capabilities' `image_format`; a format is converted in the
+environment of the framework whose capabilities list it in `converts` (format "bert": the text).
 
 <id> is `generated-<hash>` or `imagenet-<hash>` (a configured source), the hash covering
 every `data.images` setting (a configured source by its absolute path), so a changed
@@ -14,7 +17,7 @@ sequence length. Paths are relative to the working directory, as Snakemake's are
 
 For the train rule (real data): `train_data_inputs(framework, model, config)`; for the
 runner: `dataset_path(framework, kind, config)` (kind "image" or "text", as in
-dlbench.models.CATALOGUE).
+dlbench.models.CATALOGUE); for the conversion rules: `format_files(fmt, config)`.
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ import json
 import os
 
 from dlbench.models import CATALOGUE
+from dlbench.runners import capabilities, env_name, framework_names
+from dlbench.runners.plugin import DATASET_FORMATS
 
 DATA_ROOT = "results/data"
 MANIFEST = "manifest.json"
-IMAGE_FORMATS = {"tensorflow": "tfrecord", "pytorch": "imagefolder", "mxnet": "recordio"}
+TEXT_FORMAT = "bert"
+# Every format data.smk has a conversion rule for.
+FORMATS = DATASET_FORMATS
 # BERT's sequence length, for data.text.seq_len and run.seq_len both 0 (the model's default).
 DEFAULT_SEQ_LEN = 128
 
@@ -94,13 +101,41 @@ def _check_kind(kind: str) -> str:
     return kind
 
 
-def dataset_path(framework: str, kind: str, config: dict) -> str:
-    """The directory a framework's real-data pipeline reads (see the module docstring)."""
+def dataset_format(framework: str, kind: str) -> str:
+    """The dataset format a framework's real-data pipeline reads for `kind` (its capabilities)."""
     if _check_kind(kind) == "text":
+        return TEXT_FORMAT
+    if framework not in framework_names():
+        raise ValueError(f"no dataset format for framework {framework!r} (known: {', '.join(framework_names())})")
+    fmt = capabilities(framework).image_format
+    if not fmt:
+        raise ValueError(f"framework {framework!r} declares no image dataset format (Capabilities.image_format)")
+    return fmt
+
+
+def image_formats() -> list[str]:
+    """The image formats some registered framework reads."""
+    return sorted({capabilities(fw).image_format for fw in framework_names()} - {""})
+
+
+def converter_env(fmt: str) -> str:
+    """The environment a format is converted in: that of the framework that `converts` it."""
+    for fw in framework_names():
+        if fmt in capabilities(fw).converts:
+            return env_name(fw)
+    raise ValueError(f"no framework converts dataset format {fmt!r} (Capabilities.converts)")
+
+
+def format_path(fmt: str, config: dict) -> str:
+    """The directory of a converted dataset (see the module docstring)."""
+    if fmt == TEXT_FORMAT:
         return f"{DATA_ROOT}/text/{text_id(config)}"
-    if framework not in IMAGE_FORMATS:
-        raise ValueError(f"no image dataset format for framework {framework!r} (known: {', '.join(IMAGE_FORMATS)})")
-    return f"{DATA_ROOT}/{framework}/{images_id(config)}"
+    return f"{DATA_ROOT}/{fmt}/{images_id(config)}"
+
+
+def dataset_path(framework: str, kind: str, config: dict) -> str:
+    """The directory a framework's real-data pipeline reads."""
+    return format_path(dataset_format(framework, kind), config)
 
 
 def tfrecord_shards(split: str, shards: int) -> list[str]:
@@ -108,22 +143,27 @@ def tfrecord_shards(split: str, shards: int) -> list[str]:
     return [f"{prefix}-{i:05d}-of-{shards:05d}" for i in range(shards)]
 
 
-def dataset_files(framework: str, kind: str, config: dict) -> list[str]:
-    """Every file the conversion writes (the rule's outputs), manifest last."""
-    directory = dataset_path(framework, kind, config)
-    if kind == "text":
+def format_files(fmt: str, config: dict) -> list[str]:
+    """Every file the conversion to `fmt` writes (the rule's outputs), manifest last."""
+    directory = format_path(fmt, config)
+    if fmt == TEXT_FORMAT:
         names = ["examples.npz", "vocab.txt"] + (["corpus.txt"] if text_settings(config)["corpus"] is None else [])
-    elif framework == "tensorflow":
+    elif fmt == "tfrecord":
         settings = image_settings(config)
         counts = {"train": settings["shards"], "val": settings["val_shards"]}
         names = [name for split in settings["splits"] for name in tfrecord_shards(split, counts[split])]
-    elif framework == "mxnet":
+    elif fmt == "recordio":
         names = [
             f"{split}{suffix}" for split in image_settings(config)["splits"] for suffix in (".rec", ".idx", ".lst")
         ]
-    else:  # pytorch: ImageFolder links the source's split directories; the manifest vouches for them
+    else:  # imagefolder: links to the source's split directories; the manifest vouches for them
         names = []
     return [f"{directory}/{name}" for name in [*names, MANIFEST]]
+
+
+def dataset_files(framework: str, kind: str, config: dict) -> list[str]:
+    """Every file of the dataset a framework reads for `kind`, manifest last."""
+    return format_files(dataset_format(framework, kind), config)
 
 
 def train_data_inputs(framework: str, model: str, config: dict) -> list[str]:

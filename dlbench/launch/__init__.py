@@ -4,7 +4,7 @@
 
 The command line is a `LaunchRequest` (request.py: the one definition; the training rule
 and the batch search build it there too). As the launcher, this module starts the run's
-tasks (`RunCoords.tasks`, from the strategy's `dlbench.runners.layout`: one per device, one
+tasks (`dlbench.runners.run_layout(coords).tasks`, from the strategy's process layout: one per device, one
 per node for single-process multi-device strategies, one per node with rank 0 as
 coordinator for parameter-server strategies) through the request's launcher (launchers.py:
 local subprocesses, or `srun` inside a Slurm allocation), waits for them and writes

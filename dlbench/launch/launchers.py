@@ -15,6 +15,7 @@ import time
 
 from dlbench import slurm
 from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest
+from dlbench.runners import run_layout
 from dlbench.runners.base import Distributed
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
@@ -84,11 +85,11 @@ class LocalLauncher(Launcher):
         return self.rank_command()
 
     def rank_environment(self, rank: int, port: int) -> dict:
-        layout = self.request.coords.layout
+        layout = run_layout(self.request.coords)
         return dict(
             os.environ,
             DLBENCH_RANK=str(rank),
-            DLBENCH_WORLD_SIZE=str(self.request.coords.tasks),
+            DLBENCH_WORLD_SIZE=str(layout.tasks),
             DLBENCH_LOCAL_RANK=str(rank),
             DLBENCH_LOCAL_WORLD_SIZE=str(layout.tasks_per_node),
             DLBENCH_MASTER_ADDR="127.0.0.1",
@@ -118,7 +119,10 @@ class LocalLauncher(Launcher):
         if coords.scale_obj.nodes != 1:
             sys.exit(f"scale {coords.scale}: {coords.scale_obj.nodes} nodes need a Slurm allocation (--launcher srun)")
         port = free_port()
-        procs = [subprocess.Popen(self.command(), env=self.rank_environment(r, port)) for r in range(coords.tasks)]
+        procs = [
+            subprocess.Popen(self.command(), env=self.rank_environment(r, port))
+            for r in range(run_layout(coords).tasks)
+        ]
         return wait_for_ranks(procs, self.request.stop_after_s)
 
 
@@ -130,7 +134,7 @@ class SrunLauncher(Launcher):
 
     def command(self) -> list[str]:
         coords, request = self.request.coords, self.request
-        scale, per_node = coords.scale_obj, coords.layout.tasks_per_node
+        scale, per_node = coords.scale_obj, run_layout(coords).tasks_per_node
         return slurm.srun_command(
             scale.nodes,
             per_node,
@@ -154,7 +158,7 @@ class SrunLauncher(Launcher):
     def previous_attempt(self) -> list[int | None] | None:
         # Slurm ended an earlier attempt (scancel, time limit) before it wrote launch.json:
         # a retry moves its files to attempt<k>/; a later invocation records it as it ended.
-        return slurm.previous_attempt(self.request.run_dir, self.request.coords.tasks)
+        return slurm.previous_attempt(self.request.run_dir, run_layout(self.request.coords).tasks)
 
     def verdict(self) -> dict | None:
         status, reason = slurm.outcome(self.request.run_dir)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from dlbench.launch.request import LaunchRequest
+from dlbench.runners import run_layout
 from dlbench.steplog import rank_log_name
 
 RECORD_NAME = "launch.json"
@@ -24,12 +25,13 @@ def write_launch_record(
 ) -> None:
     """One exit code per task started; the first `coords.processes` tasks write step logs."""
     run_dir = Path(request.run_dir)
-    logs = request.coords.processes
+    layout = run_layout(request.coords)
+    logs = layout.step_logs
     missing = [r for r in range(logs) if not (run_dir / rank_log_name(r)).exists()]
     if missing:
         print(f"[dlbench] ranks {missing} left no step log in {run_dir}", file=sys.stderr)
     record = {
-        "world_size": request.coords.tasks,
+        "world_size": layout.tasks,
         "step_logs": logs,
         "rank_exit_codes": exit_codes,
         "ranks_without_log": missing,

@@ -12,6 +12,7 @@ from dlbench.launch.launchers import launcher_for, this_rank
 from dlbench.launch.record import write_launch_record
 from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
+from dlbench.runners import run_layout
 from dlbench.runners.base import Distributed, RunSpec
 from dlbench.steplog import rank_log_name
 from dlbench.worker import run_rank
@@ -37,7 +38,7 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
         seq_len=request.seq_len or meta.get("default_seq_len", 0),
         threads=max(1, request.threads // max(1, dist.local_world_size)),
         device=request.device,
-        local_devices=coords.layout.local_devices,
+        local_devices=run_layout(coords).local_devices,
         compile=request.compile,
         seed=coords.repeat,
         dist=dist,
@@ -54,7 +55,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
         "statistic": request.statistic,
     }
     spec = spec_from(request, dist)
-    if dist.rank >= spec.coords.processes:
+    if dist.rank >= run_layout(spec.coords).step_logs:
         # A helper task (e.g. a parameter-server node without the coordinator): it serves
         # its node's devices until the coordinator is done and writes no step log.
         from dlbench.runners import framework_module

@@ -47,7 +47,8 @@ def method(protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float) -
         if measured
         else [],
         "strategies": [
-            (s, labels.STRATEGY_TEXT.get(s, s)) for s in (sorted(set(cells["strategy"])) if measured else [])
+            (s, labels.strategy_text(s, cells[cells["strategy"] == s]["framework"]))
+            for s in (sorted(set(cells["strategy"])) if measured else [])
         ],
         "sizes": _input_sizes(models, run),
         "image_sizes": {run.get("image_size") or CATALOGUE.get(m, {}).get("default_image_size") for m in models},

@@ -1,94 +1,134 @@
-"""Framework registry: every module or package in this package except `base` and the
-`_`-prefixed helpers is a framework.
+"""Framework registry: every module or package in this package except `base`, `plugin` and the
+`_`-prefixed helpers is a framework, and so is every module or package in the directories of
+DLBENCH_FRAMEWORK_PATH (os.pathsep-separated; docs/plugins.md).
 
-Adding a framework (PaddlePaddle, JAX, ...) is adding one module or package here (and its lock
-in envs/). Importing a framework module must not import the framework itself.
-
-Process layout of a run: `layout()` below is the one definition of how many processes a
-strategy starts per node, how many devices each drives and which of them write step logs;
-the local launcher, the Slurm launcher (and the job resources) and the aggregator all ask it.
+A framework module declares `CAPABILITIES` (a `dlbench.runners.plugin.Capabilities`) and a
+`Runner` (dlbench.runners.base); importing it must not import the framework itself. Everything
+outside the framework's own package asks the functions below, never the module.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import os
 import pkgutil
-from dataclasses import dataclass
+import sys
 from types import ModuleType
 
-from dlbench.coords import Scale
+from dlbench.coords import SINGLE_DEVICE, Scale
+from dlbench.runners.plugin import Capabilities, Layout, ProcessLayout, Strategy
 
-_NOT_FRAMEWORKS = {"base"}
+__all__ = [
+    "Capabilities",
+    "Layout",
+    "ProcessLayout",
+    "Strategy",
+    "capabilities",
+    "env_name",
+    "framework_module",
+    "framework_names",
+    "layout",
+    "processes_per_node",
+    "run_layout",
+    "strategy_unavailable",
+]
+
+PATH_VARIABLE = "DLBENCH_FRAMEWORK_PATH"
+_NOT_FRAMEWORKS = {"base", "plugin"}
+# Modules loaded from DLBENCH_FRAMEWORK_PATH get this prefix in sys.modules.
+_PLUGIN_PREFIX = "dlbench_plugins."
+
+
+def _plugin_dirs() -> tuple[str, ...]:
+    return tuple(d for d in os.environ.get(PATH_VARIABLE, "").split(os.pathsep) if d)
+
+
+@functools.cache
+def _discover(dirs: tuple[str, ...]) -> dict[str, str | None]:
+    """{name: directory of a path plug-in, or None for a module of this package}."""
+    found: dict[str, str | None] = {
+        m.name: None for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_FRAMEWORKS and m.name[0] != "_"
+    }
+    for directory in dirs:
+        for m in pkgutil.iter_modules([directory]):
+            if m.name.startswith("_"):
+                continue
+            if m.name in found:
+                where = found[m.name] or "dlbench/runners"
+                raise ValueError(f"{PATH_VARIABLE}: framework {m.name!r} in {directory} is also in {where}")
+            found[m.name] = directory
+    return found
 
 
 def framework_names() -> list[str]:
-    return sorted(
-        m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_FRAMEWORKS and not m.name.startswith("_")
-    )
+    return sorted(_discover(_plugin_dirs()))
 
 
 def framework_module(name: str) -> ModuleType:
-    if name not in framework_names():
-        raise KeyError(f"unknown framework {name!r}; known: {framework_names()}")
-    return importlib.import_module(f"{__name__}.{name}")
+    found = _discover(_plugin_dirs())
+    if name not in found:
+        raise KeyError(f"unknown framework {name!r}; known: {sorted(found)}")
+    if found[name] is None:
+        return importlib.import_module(f"{__name__}.{name}")
+    return _load_path_plugin(name, found[name])
 
 
-def capabilities(name: str) -> dict:
-    """What a framework offers, read without importing the framework."""
+def _load_path_plugin(name: str, directory: str) -> ModuleType:
+    full = _PLUGIN_PREFIX + name
+    if full in sys.modules:
+        return sys.modules[full]
+    package = os.path.join(directory, name, "__init__.py")
+    location = package if os.path.exists(package) else os.path.join(directory, f"{name}.py")
+    search = [os.path.dirname(package)] if location == package else None
+    spec = importlib.util.spec_from_file_location(full, location, submodule_search_locations=search)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[full]
+        raise
+    return module
+
+
+@functools.cache
+def _capabilities(name: str, dirs: tuple[str, ...]) -> Capabilities:
     module = framework_module(name)
-    return {
-        "models": tuple(module.MODELS),
-        "unavailable": dict(getattr(module, "UNAVAILABLE", {})),
-        "strategies": tuple(module.STRATEGIES),
-        "precisions": tuple(module.PRECISIONS),
-        # Input pipelines the runner has; a runner without a real-data pipeline keeps
-        # real-data cells in the grid as unavailable rather than timing synthetic data.
-        "data": tuple(getattr(module, "DATA", ("synthetic",))),
-        # Strategies whose one process per node drives all the node's devices
-        # (MirroredStrategy, MXNet's device/nccl kvstores); the rest run a process per device.
-        "process_per_node": tuple(getattr(module, "PROCESS_PER_NODE_STRATEGIES", ())),
-        # Strategies whose only step log comes from one coordinator (rank 0), which drives
-        # every device of the run through helper processes (TF ParameterServerStrategy);
-        # one task per node.
-        "coordinator": tuple(getattr(module, "COORDINATOR_STRATEGIES", ())),
-        # Strategies that run on one node only (single-process multi-device).
-        "single_node": tuple(getattr(module, "SINGLE_NODE_STRATEGIES", ())),
-        # {strategy: reason}: strategies that need CUDA devices (NCCL), unavailable on a CPU.
-        "cuda_only": dict(getattr(module, "CUDA_ONLY_STRATEGIES", {})),
-        # {strategy: reason}: strategies whose code path exists but that cannot run with the
-        # framework's environment (e.g. a package that does not build); cells stay in the grid.
-        "strategy_unavailable": dict(getattr(module, "UNAVAILABLE_STRATEGIES", {})),
-    }
+    caps = getattr(module, "CAPABILITIES", None)
+    if not isinstance(caps, Capabilities):
+        raise TypeError(f"framework {name!r} ({module.__name__}): CAPABILITIES must be a Capabilities, got {caps!r}")
+    return caps
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How one run of a strategy at a scale is laid out in processes.
-
-    tasks_per_node  processes the launcher starts on each node (srun --ntasks-per-node);
-                    rank r runs on node r // tasks_per_node (block placement)
-    local_devices   devices whose samples one step-log writer counts per step
-                    (RunSpec.local_devices: samples per step = batch × local_devices)
-    step_logs       ranks 0 .. step_logs-1 write `rank<k>.steps.jsonl`; any other rank is a
-                    helper (it serves its node's devices for a coordinator and writes no log)
-    """
-
-    tasks_per_node: int
-    local_devices: int
-    step_logs: int
+def capabilities(name: str) -> Capabilities:
+    """What framework `name` offers, read without importing the framework (cached)."""
+    return _capabilities(name, _plugin_dirs())
 
 
+def env_name(framework: str) -> str:
+    """The environment a framework's runs use: envs/<env>.txt, .venvs/<env>."""
+    return capabilities(framework).env or framework
+
+
+@functools.cache
+def _process_layout(framework: str, strategy: str) -> ProcessLayout:
+    record = capabilities(framework).strategy(strategy)
+    return ProcessLayout.PER_DEVICE if record is None else record.layout
+
+
+@functools.cache
 def layout(framework: str, strategy: str, scale: Scale | str) -> Layout:
-    """The process layout of `strategy` at `scale` (the single-device strategy: one process)."""
+    """The process layout of `strategy` at `scale`: the one definition the local and Slurm
+    launchers, the job resources and the aggregator ask (single device: one process)."""
     scale = Scale.parse(scale) if isinstance(scale, str) else scale
-    caps = capabilities(framework)
-    if strategy in caps["coordinator"]:
-        # One task per node starts that node's device servers; rank 0 also coordinates and
-        # logs every device's samples.
-        return Layout(tasks_per_node=1, local_devices=scale.devices, step_logs=1)
-    if strategy in caps["process_per_node"]:
-        return Layout(tasks_per_node=1, local_devices=scale.devices_per_node, step_logs=scale.nodes)
-    return Layout(tasks_per_node=scale.devices_per_node, local_devices=1, step_logs=scale.devices)
+    return Layout.of(_process_layout(framework, strategy), scale)
+
+
+def run_layout(coords) -> Layout:
+    """The layout of one run (a RunCoords or anything with framework, strategy and scale)."""
+    return layout(coords.framework, coords.strategy, coords.scale)
 
 
 def processes_per_node(framework: str, strategy: str, devices_per_node: int) -> int:
@@ -97,14 +137,9 @@ def processes_per_node(framework: str, strategy: str, devices_per_node: int) -> 
 
 
 def strategy_unavailable(framework: str, strategy: str, scale: Scale | str, device: str) -> str | None:
-    """Why `strategy` cannot run at `scale` on `device` (None: it can). The grid keeps such
-    cells as unavailable with this reason; read without importing the framework."""
+    """Why `strategy` cannot run at `scale` on `device` (None: it can); the grid keeps such
+    cells as unavailable with this reason."""
+    if strategy == SINGLE_DEVICE:
+        return None
     scale = Scale.parse(scale) if isinstance(scale, str) else scale
-    caps = capabilities(framework)
-    if strategy in caps["strategy_unavailable"]:
-        return caps["strategy_unavailable"][strategy]
-    if strategy in caps["cuda_only"] and device != "cuda":
-        return f"{strategy} runs on CUDA devices only: {caps['cuda_only'][strategy]}"
-    if strategy in caps["single_node"] and scale.nodes > 1:
-        return f"{strategy} drives the devices of one node from one process: it cannot span {scale.nodes} nodes"
-    return None
+    return capabilities(framework).strategy(strategy).why_not(scale, device)

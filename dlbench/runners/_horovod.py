@@ -27,6 +27,18 @@ UNAVAILABLE = (
     "the code path is kept for clusters with a working Horovod"
 )
 
+
+def strategy():
+    """The horovod strategy record every framework declares (dlbench.runners.plugin)."""
+    from dlbench.runners.plugin import Strategy
+
+    return Strategy(
+        "horovod",
+        "Horovod: synchronous data parallelism, gradients ring-all-reduced every step (Gloo on CPU, NCCL on GPU)",
+        unavailable=UNAVAILABLE,
+    )
+
+
 # Offset of the Gloo rendezvous port from the run's master port: above the per-rank ports
 # MultiWorkerMirrored uses (master_port + rank) within Slurm's port block (dlbench.slurm).
 RENDEZVOUS_OFFSET = 97

@@ -1,19 +1,12 @@
 """The runner interface: one framework is one module behind it. Stdlib only.
 
-A framework module `dlbench/runners/<name>.py` (or package `<name>/__init__.py`) defines, at module level and without
-importing its framework (the analysis environment imports it to validate config):
+A framework module `dlbench/runners/<name>.py` (or package `<name>/__init__.py`, or a module in a
+DLBENCH_FRAMEWORK_PATH directory) defines, without importing its framework (the analysis
+environment imports it to validate config and plan the runs):
 
-    FRAMEWORK   its name in config
-    MODELS      models it builds (keys of dlbench.models.CATALOGUE)
-    UNAVAILABLE {model: reason} for models it cannot build; the grid keeps those cells
-    STRATEGIES  multi-device strategies it offers (the single-device strategy is implicit)
-    PRECISIONS  precisions it offers
-    DATA        optional: input kinds it has pipelines for, ("synthetic", "real")
-    PROCESS_PER_NODE_STRATEGIES, COORDINATOR_STRATEGIES, SINGLE_NODE_STRATEGIES,
-    CUDA_ONLY_STRATEGIES, UNAVAILABLE_STRATEGIES
-                optional: how strategies are laid out in processes and where they cannot
-                run (read by `dlbench.runners.capabilities` / `layout`)
-    Runner      a subclass of `Runner` below
+    CAPABILITIES  a `dlbench.runners.plugin.Capabilities`: models, precisions, data kinds and
+                  dataset format, strategies with their process layouts (docs/plugins.md)
+    Runner        a subclass of `Runner` below
 
 The timing loop, warm-up/measure window, progress output, error classification and
 step-log writing live once, in `dlbench.worker`; a Runner only builds and steps.

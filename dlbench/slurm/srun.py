@@ -22,6 +22,7 @@ from pathlib import Path
 
 from dlbench.launch.request import TIME_LIMIT_GRACE_S
 from dlbench.provenance import command_output
+from dlbench.runners import run_layout
 from dlbench.slurm.environment import job_id_from_environment, master_port, node_address, snakemake_attempt
 from dlbench.slurm.hostlist import expand_hostlist, format_addresses, parse_node_addresses
 from dlbench.slurm.record import EXIT_CODE_FILE, write_record
@@ -155,7 +156,7 @@ def launch(request, srun: list[str]) -> list[int | None]:
     env = rank_environment(os.environ, record["master_addr"], record["master_port"], record["node_addresses"])
     env["DLBENCH_EXIT_DIR"] = str(run_dir.resolve())  # where each rank's shell leaves its exit status
     record.update(_run_step(srun, env, request.stop_after_s))
-    codes = _collect_exit_codes(run_dir, request.coords.tasks)
+    codes = _collect_exit_codes(run_dir, run_layout(request.coords).tasks)
     record.update(state="finished", rank_exit_codes=codes)
     write_record(run_dir, record)
     return codes

@@ -1,23 +1,28 @@
 # Datasets of `data: real` runs (README, Datasets): an ImageNet-layout directory (generated,
-# or data.images.source) converted to each framework's own format in that framework's
-# environment, and BERT pre-training examples. Paths and file lists: dlbench/data/paths.py.
+# or data.images.source) converted to each dataset format the frameworks read (their
+# capabilities' image_format), in the environment of the framework that `converts` it, and
+# BERT pre-training examples. Paths and file lists: dlbench/data/paths.py.
 import shlex
 from types import SimpleNamespace
 
 IMAGE_SETTINGS = data_paths.image_settings(config)
 TEXT_SETTINGS = data_paths.text_settings(config)
 IMAGE_SPLITS = " ".join(IMAGE_SETTINGS["splits"])
-# common.smk's framework_env / framework_python take wildcards with a `framework`
-DATA_ENVS = {name: SimpleNamespace(framework=name) for name in KNOWN_FRAMEWORKS}
+# common.smk's framework_env / framework_python take wildcards with a `framework` (the
+# environment's name): the converter environment of each format.
+FORMAT_ENVS = {
+    fmt: SimpleNamespace(framework=data_paths.converter_env(fmt))
+    for fmt in data_paths.FORMATS
+}
+FORMAT_CONDA = {
+    fmt: f"../../envs/{env.framework}.yaml" for fmt, env in FORMAT_ENVS.items()
+}
 
 
 rule datasets:
     input:
-        *(
-            data_paths.dataset_files(framework, "image", config)
-            for framework in data_paths.IMAGE_FORMATS
-        ),
-        data_paths.dataset_files("pytorch", "text", config),
+        *(data_paths.format_files(fmt, config) for fmt in data_paths.image_formats()),
+        data_paths.format_files(data_paths.TEXT_FORMAT, config),
 
 
 rule generate_images:
@@ -36,15 +41,15 @@ rule generate_images:
 rule tfrecords:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(DATA_ENVS["tensorflow"])),
+        env=ancient(framework_env(FORMAT_ENVS["tfrecord"])),
     output:
-        data_paths.dataset_files("tensorflow", "image", config),
+        data_paths.format_files("tfrecord", config),
     log:
         "logs/data/tfrecords.log",
     conda:
-        "../../envs/tensorflow.yaml"
+        FORMAT_CONDA["tfrecord"]
     params:
-        python=framework_python(DATA_ENVS["tensorflow"]),
+        python=framework_python(FORMAT_ENVS["tfrecord"]),
         repo=lambda wildcards: REPO,
         script=os.path.join(REPO, "workflow", "scripts", "convert_tfrecord.py"),
         splits=IMAGE_SPLITS,
@@ -61,15 +66,15 @@ rule tfrecords:
 rule imagefolder:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(DATA_ENVS["pytorch"])),
+        env=ancient(framework_env(FORMAT_ENVS["imagefolder"])),
     output:
-        data_paths.dataset_files("pytorch", "image", config),
+        data_paths.format_files("imagefolder", config),
     log:
         "logs/data/imagefolder.log",
     conda:
-        "../../envs/pytorch.yaml"
+        FORMAT_CONDA["imagefolder"]
     params:
-        python=framework_python(DATA_ENVS["pytorch"]),
+        python=framework_python(FORMAT_ENVS["imagefolder"]),
         repo=lambda wildcards: REPO,
         script=os.path.join(REPO, "workflow", "scripts", "convert_imagefolder.py"),
         splits=IMAGE_SPLITS,
@@ -82,15 +87,15 @@ rule imagefolder:
 rule recordio:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(DATA_ENVS["mxnet"])),
+        env=ancient(framework_env(FORMAT_ENVS["recordio"])),
     output:
-        data_paths.dataset_files("mxnet", "image", config),
+        data_paths.format_files("recordio", config),
     log:
         "logs/data/recordio.log",
     conda:
-        "../../envs/mxnet.yaml"
+        FORMAT_CONDA["recordio"]
     params:
-        python=framework_python(DATA_ENVS["mxnet"]),
+        python=framework_python(FORMAT_ENVS["recordio"]),
         repo=lambda wildcards: REPO,
         script=os.path.join(REPO, "workflow", "scripts", "convert_recordio.py"),
         splits=IMAGE_SPLITS,
@@ -101,20 +106,20 @@ rule recordio:
         " --source {input.source:q} --splits {params.splits} --seed {params.seed} --out {params.out} > {log} 2>&1"
 
 
-# Tokenised once, in PyTorch's environment (Hugging Face tokenizers); every framework reads
-# the same examples.npz. No corpus file: the Python Language Reference (pydoc_data).
+# Tokenised once, in the environment that converts format "bert" (PyTorch's: Hugging Face
+# tokenizers); every framework reads the same examples.npz. No corpus file: the Python Language Reference (pydoc_data).
 rule bert_data:
     input:
         corpus=[TEXT_SETTINGS["corpus"]] if TEXT_SETTINGS["corpus"] else [],
-        env=ancient(framework_env(DATA_ENVS["pytorch"])),
+        env=ancient(framework_env(FORMAT_ENVS["bert"])),
     output:
-        data_paths.dataset_files("pytorch", "text", config),
+        data_paths.format_files(data_paths.TEXT_FORMAT, config),
     log:
         "logs/data/bert_data.log",
     conda:
-        "../../envs/pytorch.yaml"
+        FORMAT_CONDA["bert"]
     params:
-        python=framework_python(DATA_ENVS["pytorch"]),
+        python=framework_python(FORMAT_ENVS["bert"]),
         repo=lambda wildcards: REPO,
         script=os.path.join(REPO, "workflow", "scripts", "bert_data.py"),
         corpus=lambda wildcards, input: (

@@ -1,8 +1,9 @@
 # One virtual environment per framework, built from its hash lock (envs/<framework>.txt).
 # Rebuilt only when missing or when the lock's content changed.
-from dlbench.runners import framework_names
+from dlbench.runners import env_name, framework_names
 
-KNOWN_FRAMEWORKS = framework_names()
+# The known frameworks' environments (a plug-in may use another framework's: its `env`).
+KNOWN_FRAMEWORKS = sorted({env_name(name) for name in framework_names()})
 
 
 rule framework_env:

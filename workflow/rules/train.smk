@@ -1,5 +1,6 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
+from dlbench import deployment as dlbench_deployment
 from dlbench.coords import RUN_LOG_TEMPLATE
 from dlbench.slurm import RECORD as SLURM_RECORD
 
@@ -53,7 +54,7 @@ for shape, strategies in TRAIN_SHAPES.items():
             scale=dlbench_jobs.constraint([shape.scale]),
             strategy=dlbench_jobs.constraint(strategies),
         conda:
-            "../../envs/{framework}.yaml"
+            dlbench_deployment.conda_file(shape_runs)
         # The framework's pinned image under --sdm apptainer (containers.smk).
         container:
             DEPLOY.container if DEPLOY.apptainer else None
@@ -86,7 +87,7 @@ if ENDED_RUNS:
             **ENDED_RUNS,
         localrule: True
         conda:
-            "../../envs/{framework}.yaml"
+            dlbench_deployment.conda_file(GRID.runs)
         params:
             command=train_command,
         shell:

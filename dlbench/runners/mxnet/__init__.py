@@ -9,29 +9,39 @@ from __future__ import annotations
 import os
 import sys
 
+from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.mxnet import models, pipeline, strategies
+from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_LR, SGD_MOMENTUM
 
-FRAMEWORK = "mxnet"
-MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
-UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = ("dist_sync", "device", "nccl", "horovod")
-PRECISIONS = ("fp32", "amp")
-DATA = ("synthetic", "real")
-# kvstore device/nccl: one process drives the node's devices (a list of contexts).
-PROCESS_PER_NODE_STRATEGIES = ("device", "nccl")
-SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
-CUDA_ONLY_STRATEGIES = strategies.CUDA_ONLY
-
-
-def _horovod_unavailable() -> str:
-    from dlbench.runners._horovod import UNAVAILABLE
-
-    return UNAVAILABLE
-
-
-UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
+CAPABILITIES = Capabilities(
+    label="MXNet",
+    colour="#1f77b4",
+    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    precisions=("fp32", "amp"),
+    data=("synthetic", "real"),
+    image_format="recordio",
+    converts=("recordio",),
+    strategies=(
+        Strategy("dist_sync", "MXNet KVStore dist_sync: synchronous data parallelism through a parameter server"),
+        # kvstore device/nccl: one process drives the node's devices (a list of contexts).
+        Strategy(
+            "device",
+            "MXNet KVStore device: one process per node drives its devices, gradients summed on a device",
+            layout=ProcessLayout.PER_NODE,
+            single_node=True,
+        ),
+        Strategy(
+            "nccl",
+            "MXNet KVStore nccl: one process per node drives its devices, gradients all-reduced with NCCL",
+            layout=ProcessLayout.PER_NODE,
+            single_node=True,
+            cuda_only=strategies.CUDA_ONLY["nccl"],
+        ),
+        _horovod.strategy(),
+    ),
+)
 
 # What sync() waits for (docs/frameworks/mxnet.md): the last step's loss, or every queued operator.
 SYNC_MODES = ("loss", "waitall")
@@ -46,7 +56,7 @@ class Runner(BaseRunner):
         if getattr(self, "mx", None) is not None:
             return
         spec = self.spec
-        self.strategy = strategies.for_run(spec, STRATEGIES)
+        self.strategy = strategies.for_run(spec, CAPABILITIES.strategy_names)
         self.trainer = None
         self._pending = None  # the losses of the last step, until sync() waits for them
         self.sync_mode = os.environ.get("DLBENCH_MXNET_SYNC", "waitall")

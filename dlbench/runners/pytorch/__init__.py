@@ -5,28 +5,33 @@ pipelines and the strategies. Importing this package does not import torch."""
 from __future__ import annotations
 
 from dlbench.models import CATALOGUE
+from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
+from dlbench.runners.plugin import Capabilities, Strategy
 from dlbench.runners.pytorch import models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
 
-FRAMEWORK = "pytorch"
-MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
-UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = ("ddp", "horovod")
-PRECISIONS = ("fp32", "amp")
-DATA = ("synthetic", "real")
-
-
-def _horovod_unavailable() -> str:
-    from dlbench.runners._horovod import UNAVAILABLE
-
-    return UNAVAILABLE
-
-
-# Horovod does not build against the locked torch (README, Strategies): its cells say why.
-UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
+CAPABILITIES = Capabilities(
+    label="PyTorch",
+    colour="#d62728",
+    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    precisions=("fp32", "amp"),
+    data=("synthetic", "real"),
+    image_format="imagefolder",
+    # ImageFolder links; BERT examples are tokenised with Hugging Face tokenizers (transformers).
+    converts=("imagefolder", "bert"),
+    strategies=(
+        Strategy(
+            "ddp",
+            "PyTorch DistributedDataParallel: synchronous data parallelism, gradients all-reduced every step "
+            "(gloo on CPU, NCCL on GPU)",
+        ),
+        # Horovod does not build against the locked torch (README, Strategies): its cells say why.
+        _horovod.strategy(),
+    ),
+)
 
 
 class Runner(BaseRunner):

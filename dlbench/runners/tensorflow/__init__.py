@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import os
 
+from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 from dlbench.runners.tensorflow import models, strategies
 from dlbench.runners.tensorflow.bert import bert_model as _bert_model
 from dlbench.runners.tensorflow.cluster import (
@@ -46,39 +48,42 @@ __all__ = [
     "wait_for_servers",
 ]
 
-FRAMEWORK = "tensorflow"
-MODELS = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base")
-UNAVAILABLE: dict[str, str] = {}
-STRATEGIES = (
-    "multi_worker_mirrored",
-    "replicated_nccl",
-    "replicated_copy",
-    "replicated_pscpu",
-    "parameter_server",
-    "horovod",
+
+def _replicated(name: str, how: str, **kwargs) -> Strategy:
+    # MirroredStrategy: one process drives all devices of its node (and only one node).
+    text = f"TensorFlow MirroredStrategy ({how}): one process per node drives its devices, gradients all-reduced"
+    return Strategy(name, text, layout=ProcessLayout.PER_NODE, single_node=True, **kwargs)
+
+
+CAPABILITIES = Capabilities(
+    label="TensorFlow",
+    colour="#ff8f00",
+    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    precisions=("fp32", "amp"),
+    data=("synthetic", "real"),
+    image_format="tfrecord",
+    converts=("tfrecord",),
+    strategies=(
+        Strategy(
+            "multi_worker_mirrored",
+            "TensorFlow MultiWorkerMirroredStrategy: synchronous data parallelism, gradients all-reduced every step",
+        ),
+        _replicated("replicated_nccl", "NCCL all-reduce", cuda_only=strategies.CUDA_ONLY["replicated_nccl"]),
+        _replicated("replicated_copy", "hierarchical copy"),
+        _replicated("replicated_pscpu", "gradients reduced on the CPU"),
+        # ParameterServerStrategy: the coordinator (rank 0) writes the only step log.
+        Strategy(
+            "parameter_server",
+            "TensorFlow ParameterServerStrategy: a coordinator drives every device through per-node servers",
+            layout=ProcessLayout.COORDINATOR,
+        ),
+        _horovod.strategy(),
+    ),
 )
-PRECISIONS = ("fp32", "amp")
-DATA = ("synthetic", "real")
-# MirroredStrategy: one process drives all devices of its node (and only one node).
-PROCESS_PER_NODE_STRATEGIES = ("replicated_nccl", "replicated_copy", "replicated_pscpu")
-SINGLE_NODE_STRATEGIES = PROCESS_PER_NODE_STRATEGIES
-# ParameterServerStrategy: the coordinator (rank 0) writes the only step log.
-COORDINATOR_STRATEGIES = ("parameter_server",)
-CUDA_ONLY_STRATEGIES = strategies.CUDA_ONLY
-
-
-def _horovod_unavailable() -> str:
-    from dlbench.runners._horovod import UNAVAILABLE
-
-    return UNAVAILABLE
-
-
-UNAVAILABLE_STRATEGIES = {"horovod": _horovod_unavailable()}
-
 _STRATEGY_CLASSES = {
     "single": strategies.Single,
     "multi_worker_mirrored": strategies.MultiWorkerMirrored,
-    **dict.fromkeys(PROCESS_PER_NODE_STRATEGIES, strategies.Replicated),
+    **dict.fromkeys(("replicated_nccl", "replicated_copy", "replicated_pscpu"), strategies.Replicated),
     "parameter_server": ParameterServer,
     "horovod": strategies.Horovod,
 }
@@ -86,7 +91,7 @@ _STRATEGY_CLASSES = {
 
 def _strategy_class(name: str) -> type[strategies.Single]:
     if name not in _STRATEGY_CLASSES:
-        raise ValueError(f"tensorflow runner: strategy {name!r} not offered (have {STRATEGIES})")
+        raise ValueError(f"tensorflow runner: strategy {name!r} not offered (have {CAPABILITIES.strategy_names})")
     return _STRATEGY_CLASSES[name]
 
 

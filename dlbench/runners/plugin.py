@@ -1,0 +1,180 @@
+"""The typed plug-in: what one framework module declares, as `CAPABILITIES = Capabilities(...)`.
+
+Everything outside the framework's own package (grid, launcher, jobs, data rules, tables,
+report, figures) reads this object only; docs/plugins.md lists the fields. Stdlib only, and
+importing it imports no framework. A field that does not exist is a TypeError (dataclass
+keyword arguments), a wrong value a ValueError naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from types import MappingProxyType
+
+from dlbench.coords import SAFE_NAME, SINGLE_DEVICE, Scale
+from dlbench.models import CATALOGUE
+
+DATA_KINDS = ("synthetic", "real")
+# Dataset formats dlbench.data.paths knows how to lay out (and data.smk to convert to).
+DATASET_FORMATS = ("tfrecord", "imagefolder", "recordio", "bert")
+_COLOUR = r"#[0-9a-fA-F]{6}"
+
+
+class ProcessLayout(Enum):
+    """How a strategy's run is laid out in processes (dlbench.runners.layout)."""
+
+    PER_DEVICE = "per_device"  # one process per device, each writes a step log (DDP, Horovod)
+    PER_NODE = "per_node"  # one process drives its node's devices (MirroredStrategy, kvstore device)
+    COORDINATOR = "coordinator"  # rank 0 drives every device through per-node helpers (TF PS)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One run's processes.
+
+    tasks_per_node  processes the launcher starts on each node (srun --ntasks-per-node);
+                    rank r runs on node r // tasks_per_node (block placement)
+    tasks           processes in all (nodes × tasks_per_node)
+    local_devices   devices whose samples one step-log writer counts per step
+    step_logs       ranks 0 .. step_logs-1 write `rank<k>.steps.jsonl`; the others are helpers
+    """
+
+    tasks_per_node: int
+    tasks: int
+    local_devices: int
+    step_logs: int
+
+    @classmethod
+    def of(cls, kind: ProcessLayout, scale: Scale) -> Layout:
+        if kind is ProcessLayout.COORDINATOR:
+            return cls(1, scale.nodes, scale.devices, 1)
+        if kind is ProcessLayout.PER_NODE:
+            return cls(1, scale.nodes, scale.devices_per_node, scale.nodes)
+        return cls(scale.devices_per_node, scale.devices, 1, scale.devices)
+
+
+def _fail(owner: str, name: str, message: str):
+    raise ValueError(f"{owner}.{name}: {message}")
+
+
+def _names(owner: str, name: str, values) -> tuple:
+    """A tuple of safe names (a list is accepted), else a ValueError naming the field."""
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        _fail(owner, name, f"expected a tuple of names, got {values!r}")
+    for v in values:
+        if not re.fullmatch(SAFE_NAME, v):
+            _fail(owner, name, f"{v!r} is not a name ({SAFE_NAME})")
+    return tuple(values)
+
+
+def _reasons(owner: str, name: str, values) -> Mapping[str, str]:
+    if not isinstance(values, Mapping) or not all(isinstance(v, str) and v for v in values.values()):
+        _fail(owner, name, f"expected {{name: reason}}, got {values!r}")
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A multi-device strategy (the single-device strategy is implicit)."""
+
+    name: str
+    description: str  # one line for people (the report's method section)
+    layout: ProcessLayout = ProcessLayout.PER_DEVICE
+    single_node: bool = False  # drives one node's devices only
+    cuda_only: str = ""  # why it needs CUDA devices (empty: it runs on CPUs too)
+    unavailable: str = ""  # why it cannot run with this framework's environment (empty: it can)
+
+    def __post_init__(self) -> None:
+        owner = f"Strategy({self.name!r})"
+        _names(owner, "name", (self.name,))
+        if self.name == SINGLE_DEVICE:
+            _fail(owner, "name", f"{SINGLE_DEVICE!r} is implicit")
+        if not isinstance(self.layout, ProcessLayout):
+            _fail(owner, "layout", f"expected a ProcessLayout, got {self.layout!r}")
+        for name in ("description", "cuda_only", "unavailable"):
+            if not isinstance(getattr(self, name), str):
+                _fail(owner, name, "expected text")
+        if not self.description or "\n" in self.description:
+            _fail(owner, "description", "expected one line")
+        if not isinstance(self.single_node, bool):
+            _fail(owner, "single_node", "expected True or False")
+
+    def why_not(self, scale: Scale, device: str) -> str | None:
+        """Why this strategy cannot run at `scale` on `device` (None: it can)."""
+        if self.unavailable:
+            return self.unavailable
+        if self.cuda_only and device != "cuda":
+            return f"{self.name} runs on CUDA devices only: {self.cuda_only}"
+        if self.single_node and scale.nodes > 1:
+            return f"{self.name} drives the devices of one node from one process: it cannot span {scale.nodes} nodes"
+        return None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one framework offers, declared once in its module (docs/plugins.md)."""
+
+    label: str  # its name for people (figure legends, report rows)
+    colour: str  # its colour in every figure, #rrggbb
+    models: tuple[str, ...]  # keys of dlbench.models.CATALOGUE it builds
+    precisions: tuple[str, ...]
+    strategies: tuple[Strategy, ...] = ()
+    unavailable_models: Mapping[str, str] = field(default_factory=dict)  # {model: reason}
+    data: tuple[str, ...] = ("synthetic",)  # input kinds it has pipelines for
+    image_format: str = ""  # the converted image dataset its real-data pipeline reads
+    converts: tuple[str, ...] = ()  # dataset formats whose conversion runs in its environment
+    env: str = ""  # the environment its runs use (envs/<env>.txt, .venvs/<env>); empty: its own
+
+    def __post_init__(self) -> None:
+        owner = "Capabilities"
+        for name in ("label", "colour", "image_format", "env"):
+            if not isinstance(getattr(self, name), str):
+                _fail(owner, name, "expected text")
+        if not self.label:
+            _fail(owner, "label", "expected a name")
+        if not re.fullmatch(_COLOUR, self.colour):
+            _fail(owner, "colour", f"{self.colour!r} is not #rrggbb")
+        for name in ("models", "precisions", "data", "converts"):
+            object.__setattr__(self, name, _names(owner, name, getattr(self, name)))
+        object.__setattr__(self, "unavailable_models", _reasons(owner, "unavailable_models", self.unavailable_models))
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        self._check_names(owner)
+
+    def _check_names(self, owner: str) -> None:
+        for model in (*self.models, *self.unavailable_models):
+            if model not in CATALOGUE:
+                _fail(owner, "models", f"unknown model {model!r}; known: {sorted(CATALOGUE)}")
+        if set(self.models) & set(self.unavailable_models):
+            _fail(owner, "unavailable_models", "a model cannot be both built and unavailable")
+        if not set(self.data) <= set(DATA_KINDS):
+            _fail(owner, "data", f"expected some of {DATA_KINDS}, got {self.data}")
+        for fmt in (*self.converts, *([self.image_format] if self.image_format else [])):
+            if fmt not in DATASET_FORMATS:
+                _fail(owner, "image_format/converts", f"unknown dataset format {fmt!r}; known: {DATASET_FORMATS}")
+        images = any(CATALOGUE[m]["kind"] == "image" for m in self.models)
+        if "real" in self.data and images and not self.image_format:
+            _fail(owner, "image_format", "real data with image models needs the format its pipeline reads")
+        if not all(isinstance(s, Strategy) for s in self.strategies):
+            _fail(owner, "strategies", "expected Strategy records")
+        names = [s.name for s in self.strategies]
+        if len(set(names)) != len(names):
+            _fail(owner, "strategies", f"a strategy is declared twice: {names}")
+
+    @property
+    def strategy_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.strategies)
+
+    def strategy(self, name: str) -> Strategy | None:
+        """The strategy record (None for the single-device strategy)."""
+        if name == SINGLE_DEVICE:
+            return None
+        for s in self.strategies:
+            if s.name == name:
+                return s
+        raise KeyError(f"strategy {name!r} not offered (have {list(self.strategy_names)})")
+
+
+FIELDS = tuple(f.name for f in fields(Capabilities))
