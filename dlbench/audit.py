@@ -2,7 +2,8 @@
 
 (1) every raw log still has the sha256 recorded when the tables were made (else: that file
 was changed after the report); (2) the tables recomputed from the raw logs are
-byte-identical to the stored ones; (3) a manifest maps each cell to its raw logs + sha256.
+byte-identical to the stored ones; (3) a manifest maps each cell to its raw logs + sha256;
+(4) every run that ran in a container (run.container) ran in the image its lock pins.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import tables
+from dlbench import environment, images, tables
 from dlbench.coords import CELL_FIELDS
 from dlbench.grid import Grid
+from dlbench.launch.container import lock_path
 from dlbench.provenance import sha256_file
 
 
@@ -47,6 +49,29 @@ def changed_logs(stored_runs: pd.DataFrame, root: Path) -> list[str]:
     return problems
 
 
+def image_problems(headers: list[dict], images_dir: Path) -> list[str]:
+    """Runs whose header names an image digest other than the one its framework's lock pins."""
+    problems: dict[str, str] = {}
+    for header in headers:
+        container = (header.get("provenance") or {}).get("container") or {}
+        framework = (header.get("run") or {}).get("framework")
+        if not container.get("runtime") or not framework:
+            continue
+        path = lock_path(images_dir, framework)
+        try:
+            lock = json.loads(path.read_text())
+        except (OSError, ValueError):
+            lock = {}
+        pinned = lock.get("config_digest") if container["runtime"] == "podman" else f"sha256:{lock.get('sif_sha256')}"
+        if container.get("digest") != pinned:
+            run = "/".join(str(v) for v in header["run"].values())
+            problems[run] = (
+                f"run {run} ran in {framework} image {container.get('path')} {container.get('digest')}, "
+                f"but {path} pins {pinned or 'nothing (no lock)'}"
+            )
+    return list(problems.values())
+
+
 def manifest(runs: pd.DataFrame) -> dict:
     cells: dict[str, list[dict]] = {}
     for _, run in runs.iterrows():
@@ -58,7 +83,9 @@ def manifest(runs: pd.DataFrame) -> dict:
     return {"cell_key": CELL_FIELDS, "cells": cells}
 
 
-def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), **build_options) -> AuditResult:
+def audit(
+    experiment: Grid, tables_dir: Path, root: Path = Path("."), images_dir: Path | None = None, **build_options
+) -> AuditResult:
     result = AuditResult()
     stored_runs_path, stored_cells_path = tables_dir / "runs.csv", tables_dir / "cells.csv"
     for path in (stored_runs_path, stored_cells_path):
@@ -68,6 +95,8 @@ def audit(experiment: Grid, tables_dir: Path, root: Path = Path("."), **build_op
         return result
     stored_runs = pd.read_csv(stored_runs_path, dtype=str, keep_default_na=False)
     result.problems += changed_logs(stored_runs, root)
+    headers = environment.read_headers(stored_runs, root)
+    result.problems += image_problems(headers, images_dir or images.images_dir())
     runs, cells = tables.build(experiment, root, **build_options)
     for name, table, path in (("runs", runs, stored_runs_path), ("cells", cells, stored_cells_path)):
         if tables.csv_bytes(table) != path.read_bytes():

@@ -11,14 +11,16 @@ import functools
 import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Collection, Mapping
 
 from snakemake.io import ancient
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
-from dlbench import containers, provenance
+from dlbench import containers, images, provenance
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
 from dlbench.data import paths as data_paths
+from dlbench.launch.container import IMAGE_CODE_DIR, lock_path
 from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.runners import env_name, framework_names, processes_per_node
@@ -91,12 +93,18 @@ class Deployment:
         environ: Mapping = os.environ,
     ):
         apptainer, conda = DeploymentMethod.APPTAINER in methods, DeploymentMethod.CONDA in methods
+        # run.container: the launcher runs every rank in the framework's pinned image.
+        self.runtime = config["run"].get("container", "none")
+        if apptainer and self.runtime != "none":
+            raise DeploymentError(
+                f"run.container: {self.runtime} runs every rank in its image already: drop --sdm apptainer"
+            )
         if apptainer and config["run"]["launcher"] == "srun":
             # Snakemake runs the whole job command in the image: srun is not there and
             # --cleanenv drops SLURM_*. Multi-node runs need the ranks, not the launcher, in it.
             raise DeploymentError(
                 "run.launcher: srun does not work inside an Apptainer image yet (docs/containers.md, "
-                "Known gaps): use launcher: local (one node) with --sdm apptainer, or the venvs"
+                "Known gaps): use run.container: apptainer instead, which starts one container per rank"
             )
         self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
         # Framework environments live with the code, shared by every working directory.
@@ -108,6 +116,8 @@ class Deployment:
         # Built images are large: keep them where the cluster keeps such things.
         self.images_dir = os.path.abspath(environ.get("DLBENCH_IMAGES", os.path.join(repo, "containers")))
         self.image_file = os.path.join(self.images_dir, "{framework}.sif")
+        # run.container's images, their store and locks (dlbench.images): shared by every workdir.
+        self.image_store = str(images.images_dir(environ))
         # The resolved config, hashed into every run's header.
         self.config_sha256 = provenance.config_sha256(config)
         # With mtime the only rerun trigger (the profiles' setting), a venv whose stamp is
@@ -155,8 +165,17 @@ class Deployment:
             self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
         return self._venv_built[wildcards.framework]
 
+    def image_lock(self, wildcards) -> str:
+        """run.container's image lock, which the image's build rule writes (containers.smk)."""
+        return str(lock_path(self.image_store, wildcards.framework))
+
     def software_inputs(self, wildcards) -> list:
-        """What a training job runs in: its verified image, else its venv (unless built)."""
+        """What a training job runs in: its image (run.container: the lock, and the .sif for
+        Apptainer; --sdm apptainer: the verified image), else its venv (unless built)."""
+        if self.runtime != "none":
+            # Not ancient: Snakemake leaves out a job whose ancient input is being rebuilt.
+            sif = [os.path.join(self.image_store, f"{wildcards.framework}.sif")]
+            return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
         if self.apptainer:
             return self.image_inputs(wildcards)
         return [] if self.venv_built(wildcards) else [ancient(self.venv_stamp(wildcards))]
@@ -164,7 +183,10 @@ class Deployment:
     # ---- the training command ----
 
     def python(self, wildcards) -> str:
-        """The image's or the conda env's python (--sdm apptainer / conda), else the venv's."""
+        """The image's or the conda env's python (--sdm apptainer / conda), else the venv's;
+        with run.container, the launcher runs on the host (stdlib only) and the ranks in the image."""
+        if self.runtime != "none":
+            return sys.executable
         if self.apptainer:
             return "python3"
         return "python" if self.conda else self.venv_python(wildcards)
@@ -174,6 +196,8 @@ class Deployment:
 
     def env_lock(self, wildcards) -> str:
         """The env lock to hash into the header: the image's copy inside a container."""
+        if self.runtime != "none":
+            return os.path.join(IMAGE_CODE_DIR, "envs", f"{wildcards.framework}.txt")
         return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework)}.txt")
 
     def environment(self, wildcards) -> str:
@@ -229,6 +253,8 @@ class Deployment:
             launcher=run["launcher"],
             data_dir=self.data_dir(wildcards) if real else "",
             data_workers=self.data_workers(wildcards) if real else 1,
+            container=self.runtime,
+            images=self.image_store if self.runtime != "none" else "",
         )
         quote = _quote_template if template else shlex.quote
         return " ".join(quote(arg) for arg in request.to_argv())

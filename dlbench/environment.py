@@ -86,6 +86,9 @@ def _container(provenance: dict) -> str:
     path = container.get("path") or provenance.get("container_image")
     if not path:
         return ""
+    if container.get("runtime"):  # run.container: the launcher verified it against its lock
+        lock = _short_sha(container.get("env_lock_in_image_sha256")) or "not recorded"
+        return f"{container['runtime']} {path} {text(container.get('digest'))[:19]} (env lock sha256 {lock})"
     return f"{path} sha256 {_short_sha(container['sha256'])}" if container.get("sha256") else str(path)
 
 

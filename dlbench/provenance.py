@@ -260,7 +260,10 @@ def gpu_info(details: bool | None = None) -> dict | None:
 
 
 def container_info() -> dict | None:
-    """The Apptainer/Singularity image this process runs in, or None outside a container."""
+    """The image this process runs in, or None outside a container: as the launcher verified
+    it (run.container), else as Apptainer/Singularity name it (Snakemake's --sdm apptainer)."""
+    if os.environ.get("DLBENCH_CONTAINER_RUNTIME"):
+        return launched_container_info()
     path = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     if not path:
         return None
@@ -270,6 +273,25 @@ def container_info() -> dict | None:
         "sha256": sha256,
         "sha256_source": source,
         "labels": _read_json(IMAGE_LABELS),
+        "build_info": _read_json(IMAGE_BUILD_INFO),
+    }
+
+
+def launched_container_info() -> dict:
+    """The image the launcher verified against its lock and started this rank in (by digest),
+    and the env lock the image holds, hashed here, inside it."""
+    digest = os.environ.get("DLBENCH_IMAGE_DIGEST") or ""
+    locks = sorted(IMAGE_BUILD_INFO.parent.glob("envs/*.txt"))
+    return {
+        "runtime": os.environ["DLBENCH_CONTAINER_RUNTIME"],
+        "path": os.environ.get("DLBENCH_IMAGE"),
+        "digest": digest or None,
+        "sha256": digest.removeprefix("sha256:") or None,
+        "sha256_source": "verified against the image lock by the launcher before the ranks started",
+        "image_lock": os.environ.get("DLBENCH_IMAGE_LOCK"),
+        "image_lock_sha256": os.environ.get("DLBENCH_IMAGE_LOCK_SHA256"),
+        "env_lock_in_image": str(locks[0]) if locks else None,
+        "env_lock_in_image_sha256": sha256_file(locks[0]) if locks else None,
         "build_info": _read_json(IMAGE_BUILD_INFO),
     }
 

@@ -32,6 +32,8 @@ EVERY_OPTION = {
     "launcher": "srun",
     "data_dir": "/data/imagenet tf",
     "data_workers": 3,
+    "container": "podman",
+    "images": "/images",
 }
 
 

@@ -14,18 +14,13 @@ import sys
 import time
 
 from dlbench import slurm
-from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest
+from dlbench.launch.container import runtime_for
+from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest, registrar
 from dlbench.runners import run_layout
 from dlbench.runners.base import Distributed
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
-
-
-def register(cls: type[Launcher]) -> type[Launcher]:
-    if cls.name not in LAUNCHER_NAMES:
-        raise ValueError(f"launcher {cls.name!r} is not one of the request's choices {LAUNCHER_NAMES}")
-    LAUNCHERS[cls.name] = cls
-    return cls
+register = registrar(LAUNCHERS, LAUNCHER_NAMES, "launcher")
 
 
 def launcher_for(request: LaunchRequest) -> Launcher:
@@ -48,10 +43,14 @@ class Launcher:
 
     def __init__(self, request: LaunchRequest) -> None:
         self.request = request
+        self.runtime = runtime_for(request)
 
     def rank_command(self) -> list[str]:
-        """What every task runs: this module again, with the same request."""
-        return [sys.executable, "-m", "dlbench.launch", *self.request.to_argv()]
+        """What every task runs: this module again, with the same request; in the run's
+        pinned image when `--container` names a runtime (one container per rank)."""
+        if self.runtime.name == "none":
+            return [sys.executable, "-m", "dlbench.launch", *self.request.to_argv()]
+        return self.runtime.command(self.runtime.rank_argv())
 
     def command(self) -> list[str]:
         raise NotImplementedError

@@ -1,8 +1,9 @@
 """`launch.json`: the launcher's record of one run, the file Snakemake tracks. Stdlib only.
 
-Rank exit codes, the step logs expected and missing, wall time, the launcher, and (srun)
-`slurm_verdict`: Slurm's status and reason for a run whose job Slurm ended or OOM-killed,
-which the aggregation reads instead of asking dlbench.slurm.
+Rank exit codes, the step logs expected and missing, wall time, the launcher, the image the
+ranks ran in (`container`), and a verdict the aggregation reads instead of asking again:
+`verdict` when the launcher refused to start the ranks (an image that is not the pinned one),
+and (srun) `slurm_verdict`, Slurm's status and reason for a job it ended or OOM-killed.
 """
 
 from __future__ import annotations
@@ -21,9 +22,15 @@ RECORD_NAME = "launch.json"
 
 
 def write_launch_record(
-    request: LaunchRequest, exit_codes: list, started: float, slurm_verdict: dict | None = None
+    request: LaunchRequest,
+    exit_codes: list,
+    started: float,
+    slurm_verdict: dict | None = None,
+    container: dict | None = None,
+    refused: str = "",
 ) -> None:
-    """One exit code per task started; the first `coords.processes` tasks write step logs."""
+    """One exit code per task started; the first `step_logs` tasks of the run's layout write
+    step logs. `refused`: why no task was started (a FAILED cell with that reason)."""
     run_dir = Path(request.run_dir)
     layout = run_layout(request.coords)
     logs = layout.step_logs
@@ -40,16 +47,22 @@ def write_launch_record(
     }
     if request.launcher == "srun":
         record["slurm_verdict"] = slurm_verdict
+    if container:
+        record["container"] = container
+    if refused:
+        record["verdict"] = {"status": "failed", "reason": refused}
     (run_dir / RECORD_NAME).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def slurm_verdict(run_dir: str | os.PathLike) -> tuple[str | None, str]:
-    """(dlbench status, reason) that Slurm gave the run, or (None, '') when it has nothing
-    to add (no record, a local run, or a job that ended normally)."""
+    """(dlbench status, reason) that the launcher (a refused image) or Slurm gave the run, or
+    (None, '') when neither has anything to add (no record, or a run that ended normally)."""
     try:
         record = json.loads((Path(run_dir) / RECORD_NAME).read_text())
     except (OSError, ValueError):
         return None, ""
+    if record.get("verdict"):
+        return record["verdict"].get("status"), record["verdict"].get("reason") or ""
     if record.get("launcher") == "srun" and "slurm_verdict" not in record:
         # Written before launch.json carried the verdict: slurm.json still has it.
         from dlbench.slurm import outcome

@@ -16,6 +16,20 @@ from dlbench.coords import RUN_FIELDS, RunCoords
 TIME_LIMIT_GRACE_S = 120
 
 LAUNCHER_NAMES = ("local", "srun")
+# run.container: where each rank runs (dlbench/launch/container.py).
+CONTAINER_NAMES = ("none", "podman", "apptainer")
+
+
+def registrar(registry: dict, names: tuple[str, ...], what: str):
+    """A class decorator that registers a class under its `name`, one of the request's `names`."""
+
+    def register(cls):
+        if cls.name not in names:
+            raise ValueError(f"{what} {cls.name!r} is not one of the request's choices {names}")
+        registry[cls.name] = cls
+        return cls
+
+    return register
 
 
 def _option(default, help: str = "", **argparse_settings):
@@ -45,6 +59,8 @@ class LaunchRequest:
     launcher: str = _option("local", choices=LAUNCHER_NAMES)
     data_dir: str = _option("", "real data: the framework's converted dataset")
     data_workers: int = _option(1, "real data: input-pipeline workers per rank")
+    container: str = _option("none", "run every rank in the framework's pinned image", choices=CONTAINER_NAMES)
+    images: str = _option("", "the images' directory: <framework>.lock.json, podman's store, .sif files")
 
     @property
     def stop_after_s(self) -> int | None:

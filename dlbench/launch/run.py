@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from dlbench import provenance
+from dlbench.launch.container import ImageMismatch
 from dlbench.launch.launchers import launcher_for, this_rank
 from dlbench.launch.record import write_launch_record
 from dlbench.launch.request import LaunchRequest
@@ -89,8 +90,15 @@ def run_as_launcher(request: LaunchRequest) -> int:
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    try:
+        image = launcher.runtime.verify()
+    except ImageMismatch as error:
+        # A result, not a crash: the cell says why, and nothing of the run directory is touched.
+        print(f"dlbench: ERROR: {error}", file=sys.stderr)
+        write_launch_record(request, [], started, refused=f"image refused: {error}")
+        return 0
     exit_codes = launcher.launch()
-    write_launch_record(request, exit_codes, started, launcher.verdict())
+    write_launch_record(request, exit_codes, started, launcher.verdict(), container=image)
     return 0
 
 

@@ -1,10 +1,65 @@
-# Apptainer images, one per framework (docs/containers.md). Used only with
-# --software-deployment-method apptainer (the Slurm profile with DLBENCH_APPTAINER=1): the training rule runs in
-# <framework>.sif, after verify_image has checked the file's sha256 against
-# containers/images.lock. The local default keeps the venvs and never touches an image.
+# Framework images (docs/containers.md). run.container: podman | apptainer runs every rank
+# in its framework's image, built here with podman from the env locks (rules podman_*), each
+# pinned by <images>/<framework>.lock.json, which the launcher checks before any rank starts.
+# The older path below (rules container_image, verify_image) is Snakemake's --sdm apptainer
+# with the NGC recipes (containers/*.def): cluster only, never built here.
 import sys
 
+from dlbench import images as dlbench_images
 from dlbench.deployment import IMAGE_RECORD
+
+IMAGE_STORE = DEPLOY.image_store
+
+
+rule podman_images:
+    """Build (where missing or out of date) the image of every framework in the grid."""
+    input:
+        expand(
+            os.path.join(IMAGE_STORE, "{framework}.lock.json"),
+            framework=sorted({run.framework for run in GRID.runs}),
+        ),
+
+
+rule podman_base:
+    """The Debian base of every image: debootstrap from the host's apt mirror, no registry."""
+    input:
+        os.path.join(REPO, "containers", "base.sh"),
+    output:
+        os.path.join(IMAGE_STORE, "base.lock.json"),
+    log:
+        "logs/containers/podman_base.log",
+    localrule: True
+    conda:
+        ANALYSIS_ENV
+    threads: workflow.cores
+    params:
+        python=sys.executable,
+    shell:
+        "{params.python} -m dlbench.images base --images $(dirname {output}) > {log} 2>&1"
+
+
+rule podman_image:
+    """One framework's image from its env lock, the recipe and dlbench's code; writes its lock.
+    A newer env lock, recipe or code file rebuilds it: a new image, a new digest in the lock.
+    """
+    input:
+        base=os.path.join(IMAGE_STORE, "base.lock.json"),
+        env_lock=os.path.join(REPO, "envs", "{framework}.txt"),
+        recipe=os.path.join(REPO, "containers", "Containerfile"),
+        code=[str(path) for path in dlbench_images.code_files()],
+    output:
+        os.path.join(IMAGE_STORE, "{framework}.lock.json"),
+    log:
+        "logs/containers/podman_{framework}.log",
+    localrule: True
+    conda:
+        ANALYSIS_ENV
+    threads: workflow.cores
+    params:
+        python=sys.executable,
+    shell:
+        "{params.python} -m dlbench.images build {wildcards.framework}"
+        " --images $(dirname {output}) > {log} 2>&1"
 
 
 rule container_images:

@@ -1,0 +1,233 @@
+"""Container runtimes: each rank of a run inside its framework's pinned image. Stdlib only.
+
+One small registered class per `run.container` value. `verify()` checks the image against
+its lock (`<images>/<framework>.lock.json`, written by dlbench.images when it built the
+image) before any rank starts; `command(inner)` wraps one rank's command line. The launcher
+(launchers.py) wraps every rank's command, locally and under srun, so a multi-node job starts
+one container per rank on every node. docs/containers.md explains the flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from dlbench.launch.request import CONTAINER_NAMES, LaunchRequest, registrar
+from dlbench.provenance import sha256_file as sha256_of
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PODMAN_CONF = REPO_ROOT / "containers" / "podman" / "containers.conf"
+# Where the images hold the framework's venv and dlbench's code (containers/Containerfile).
+IMAGE_PYTHON = "/opt/venv/bin/python"
+IMAGE_CODE_DIR = "/opt/dlbench"
+# Host variables every rank needs inside: its placement (dlbench's and Slurm's).
+PASSED_VARIABLES = ("DLBENCH_*", "SLURM*", "CUDA_VISIBLE_DEVICES")
+
+RUNTIMES: dict[str, type[Runtime]] = {}
+register = registrar(RUNTIMES, CONTAINER_NAMES, "container runtime")
+
+
+class ImageMismatch(Exception):
+    """The image is not the one its lock pins (or either is missing): the run must not start."""
+
+
+def runtime_for(request: LaunchRequest) -> Runtime:
+    return RUNTIMES[request.container](request)
+
+
+def lock_path(images: str | os.PathLike, framework: str) -> Path:
+    return Path(images) / f"{framework}.lock.json"
+
+
+def read_lock(images: str | os.PathLike, framework: str) -> dict:
+    path = lock_path(images, framework)
+    try:
+        lock = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ImageMismatch(
+            f"no image lock for {framework} at {path} ({error.__class__.__name__}): build the image first "
+            "(snakemake container_images, or bash tools/containers.sh)"
+        ) from None
+    lock["lock_sha256"] = sha256_of(path)
+    lock["lock_path"] = str(path.resolve())
+    return lock
+
+
+def podman_base(images: str | os.PathLike) -> list[str]:
+    """podman with dlbench's store and settings (storage flags on the command line, not in a
+    storage.conf: that one made every run stall 20 s here)."""
+    images = Path(images).resolve()
+    return [
+        "env",
+        f"CONTAINERS_CONF={PODMAN_CONF}",
+        "podman",
+        "--root",
+        str(images / "podman" / "root"),
+        "--runroot",
+        str(images / "podman" / "run"),
+    ]
+
+
+class Runtime:
+    name = ""
+
+    def __init__(self, request: LaunchRequest) -> None:
+        self.request = request
+        self._lock: dict | None = None
+
+    @property
+    def lock(self) -> dict:
+        if self._lock is None:
+            self._lock = read_lock(self.request.images, self.request.coords.framework)
+        return self._lock
+
+    def rank_argv(self) -> list[str]:
+        """The rank's own command inside the image: the image's Python, the same request."""
+        return [IMAGE_PYTHON, "-m", "dlbench.launch", *self.request.to_argv()]
+
+    def command(self, inner: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def verify(self) -> dict:
+        """What was checked (for the header); ImageMismatch names the image and both digests."""
+        raise NotImplementedError
+
+    def check_env_lock(self) -> None:
+        """An image built from another env lock than the repository's is stale: never silent."""
+        framework = self.request.coords.framework
+        current = REPO_ROOT / "envs" / f"{framework}.txt"
+        if current.exists() and self.lock.get("env_lock_sha256") != sha256_of(current):
+            raise ImageMismatch(
+                f"image {self.lock.get('image')} ({framework}) was built from envs/{framework}.txt sha256 "
+                f"{self.lock.get('env_lock_sha256')}, but the file is now sha256 {sha256_of(current)}: "
+                "rebuild it (snakemake container_images)"
+            )
+
+    def mounts(self) -> list[tuple[str, str]]:
+        """(host path, mode): results read-write; data read-only where it lies outside results."""
+        cwd = Path.cwd()
+        found = [(str(cwd / "results"), "rw")]
+        for extra in (self.request.data_dir, self.request.max_batch_file):
+            if extra:
+                path = Path(extra).resolve()
+                if not path.is_relative_to(cwd / "results"):
+                    found.append((str(path if path.is_dir() else path.parent), "ro"))
+        return found
+
+    def provenance_env(self) -> dict[str, str]:
+        """What the rank's header records about the image it runs in."""
+        return {
+            "DLBENCH_CONTAINER_RUNTIME": self.name,
+            "DLBENCH_IMAGE": str(self.lock.get("image")),
+            "DLBENCH_IMAGE_DIGEST": str(self.image_digest()),
+            "DLBENCH_IMAGE_LOCK": self.lock["lock_path"],
+            "DLBENCH_IMAGE_LOCK_SHA256": self.lock["lock_sha256"],
+        }
+
+    def image_digest(self) -> str:
+        raise NotImplementedError
+
+
+@register
+class NoContainer(Runtime):
+    """Today's path: the rank runs in the framework's venv on the host."""
+
+    name = "none"
+
+    def command(self, inner: list[str]) -> list[str]:
+        return inner
+
+    def verify(self) -> dict:
+        return {}
+
+
+@register
+class Podman(Runtime):
+    """`podman run` by image ID (the config digest the lock pins): what is verified is what runs."""
+
+    name = "podman"
+
+    def image_digest(self) -> str:
+        return self.lock["config_digest"]
+
+    def network(self) -> str:
+        # Several devices' processes meet at a rendezvous address (host network); one needs none.
+        scale = self.request.coords.scale_obj
+        return "host" if scale.nodes * scale.devices_per_node > 1 else "none"
+
+    def command(self, inner: list[str]) -> list[str]:
+        cwd = str(Path.cwd())
+        cmd = [*podman_base(self.request.images), "run", "--rm", "--read-only", f"--network={self.network()}"]
+        cmd += ["--ipc=host", "--pull=never", "--hostname", os.uname().nodename, "-w", cwd]
+        for path, mode in self.mounts():
+            cmd += ["-v", f"{path}:{path}:{mode}"]
+        if self.request.device == "cuda":
+            cmd += ["--device", "nvidia.com/gpu=all"]  # CDI; cluster only, untested here
+        for name in PASSED_VARIABLES:
+            cmd += ["-e", name]
+        cmd += ["-e", "HOME=/tmp"]
+        for key, value in self.provenance_env().items():
+            cmd += ["-e", f"{key}={value}"]
+        return [*cmd, self.image_digest().removeprefix("sha256:"), *inner]
+
+    def verify(self) -> dict:
+        image, pinned = self.lock.get("image"), self.lock.get("config_digest")
+        if shutil.which("podman") is None:
+            raise ImageMismatch("run.container: podman, but podman is not installed (bash tools/containers.sh)")
+        out = subprocess.run(
+            [*podman_base(self.request.images), "image", "inspect", "--format", "{{.Id}}", str(image)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        actual = "sha256:" + out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+        if actual != pinned:
+            found = actual or f"not in the store ({out.stderr.strip().splitlines()[-1:] or 'no answer'})"
+            raise ImageMismatch(
+                f"image {image} is {found}, but {self.lock['lock_path']} pins {pinned}: "
+                f"refusing to run {self.request.coords.framework} in an image other than the pinned one"
+            )
+        self.check_env_lock()
+        return {"runtime": self.name, "image": image, "digest": pinned}
+
+
+@register
+class Apptainer(Runtime):
+    """`apptainer exec` of the .sif built from the image's OCI archive (cluster path; here only
+    its command lines are built and tested). Shares the host network: Apptainer makes a network
+    namespace only for root or with a site's CNI setup."""
+
+    name = "apptainer"
+
+    @property
+    def sif(self) -> Path:
+        return Path(self.request.images) / f"{self.request.coords.framework}.sif"
+
+    def image_digest(self) -> str:
+        return "sha256:" + str(self.lock.get("sif_sha256") or "")
+
+    def command(self, inner: list[str]) -> list[str]:
+        cmd = ["apptainer", "exec", "--contain", "--pwd", str(Path.cwd())]
+        if self.request.device == "cuda":
+            cmd.append("--nv")
+        for path, mode in self.mounts():
+            cmd += ["--bind", f"{path}:{path}:{mode}"]
+        for key, value in self.provenance_env().items():
+            cmd += ["--env", f"{key}={value}"]
+        return [*cmd, str(self.sif.resolve()), *inner]
+
+    def verify(self) -> dict:
+        pinned = self.lock.get("sif_sha256") or ""
+        if not self.sif.is_file():
+            raise ImageMismatch(f"image {self.sif} does not exist (build it: python -m dlbench.images sif ...)")
+        actual = sha256_of(self.sif)
+        if actual != pinned:
+            raise ImageMismatch(
+                f"image {self.sif} is sha256:{actual}, but {self.lock['lock_path']} pins "
+                f"sha256:{pinned or '(nothing: run python -m dlbench.images sif)'}"
+            )
+        self.check_env_lock()
+        return {"runtime": self.name, "image": str(self.sif), "digest": "sha256:" + actual}

@@ -1,0 +1,156 @@
+"""run.container: podman for real: images built from the locks (once, then reused), a tampered
+lock or image stops the run naming both digests, ranks run inside the pinned image locally and
+one container per rank under srun on the local Slurm cluster (2 nodes × 2 ranks, two
+frameworks). Skips, with the reason, where podman (bash tools/containers.sh) or Slurm is absent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench import aggregate, images
+from dlbench.launch import LaunchRequest
+from dlbench.launch.container import podman_base
+from dlbench.launch.run import run_as_launcher
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, make_coords
+from tests.test_slurm import cluster_answers
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("podman") is None, reason="podman is not installed (bash tools/containers.sh installs it)"
+)
+STORE = images.images_dir()
+# Slurm test: framework → its multi-process strategy on 2 nodes × 2 ranks
+SLURM_FRAMEWORKS = {"mxnet": "dist_sync", "tensorflow": "multi_worker_mirrored"}
+
+
+def current(framework: str) -> bool:
+    """The framework's image exists and was built from today's locks, recipe and code."""
+    try:
+        lock = json.loads((STORE / f"{framework}.lock.json").read_text())
+        base = json.loads((STORE / "base.lock.json").read_text())
+    except (OSError, ValueError):
+        return False
+    wanted = images.build_inputs(framework)
+    return all(lock.get(k) == v for k, v in wanted.items()) and base.get("config_digest") == lock["base_config_digest"]
+
+
+def ensure_image(framework: str) -> dict:
+    """Build the base and the framework's image unless they are current (minutes once, then 0 s)."""
+    base = STORE / "base.lock.json"
+    with images.build_lock(STORE):
+        wanted = images.build_inputs(framework)["base_recipe_sha256"]
+        if not base.exists() or json.loads(base.read_text())["recipe_sha256"] != wanted:
+            images.build_base(STORE)
+        if not current(framework):
+            images.build(framework, STORE)
+    return json.loads((STORE / f"{framework}.lock.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def mxnet_image() -> dict:
+    return ensure_image("mxnet")
+
+
+def request(run_dir: Path, images_dir: Path, **coords) -> LaunchRequest:
+    coords = make_coords(**{"framework": "mxnet", "batch": "2", **coords})
+    return LaunchRequest(
+        coords, str(run_dir), "mlperf", 1, 2, "mean", image_size=32, threads=2, progress_every=0,
+        env_lock=f"/opt/dlbench/envs/{coords.framework}.txt", container="podman", images=str(images_dir),
+    )  # fmt: skip
+
+
+def tampered_store(tmp_path: Path, lock: dict, **changes) -> Path:
+    """A copy of the lock, changed, beside the real image store."""
+    copy = tmp_path / "images"
+    copy.mkdir()
+    (copy / "podman").symlink_to(STORE / "podman")
+    (copy / f"{lock['framework']}.lock.json").write_text(json.dumps({**lock, **changes}))
+    return copy
+
+
+def refused(tmp_path: Path, store: Path) -> tuple[dict, dict]:
+    run_dir = tmp_path / "results" / "runs" / "x"
+    run_dir.mkdir(parents=True)
+    (run_dir / "kept.txt").write_text("earlier result")
+    assert run_as_launcher(request(run_dir, store)) == 0
+    assert (run_dir / "kept.txt").read_text() == "earlier result" and not list(run_dir.glob("rank*"))
+    record = json.loads((run_dir / "launch.json").read_text())
+    row = aggregate.with_slurm_outcome({"status": "missing", "reason": "rank 0: no step log"}, run_dir)
+    return record, row
+
+
+def test_a_changed_lock_stops_the_run_naming_the_image_and_both_digests(tmp_path, mxnet_image, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    forged = "sha256:" + "0" * 64
+    record, row = refused(tmp_path, tampered_store(tmp_path, mxnet_image, config_digest=forged))
+    reason = record["verdict"]["reason"]
+    assert mxnet_image["image"] in reason and mxnet_image["config_digest"] in reason and forged in reason
+    assert record["rank_exit_codes"] == [] and row["status"] == "failed" and forged in row["reason"]
+
+
+def test_a_changed_image_stops_the_run_naming_the_image_and_both_digests(tmp_path, mxnet_image, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = json.loads((STORE / "base.lock.json").read_text())
+    impostor = "localhost/dlbench/mxnet:tampered"
+    subprocess.run([*podman_base(STORE), "tag", base["config_digest"].removeprefix("sha256:"), impostor], check=True)
+    try:
+        record, row = refused(tmp_path, tampered_store(tmp_path, mxnet_image, image=impostor))
+    finally:
+        subprocess.run([*podman_base(STORE), "untag", impostor], check=False)
+    reason = record["verdict"]["reason"]
+    assert impostor in reason and base["config_digest"] in reason and mxnet_image["config_digest"] in reason
+
+
+def check_headers(run_dir: Path, lock: dict, ranks: int) -> list[dict]:
+    headers = []
+    for rank in range(ranks):
+        log = read_steplog(run_dir / f"rank{rank}.steps.jsonl")
+        assert log.status == "ok", (run_dir, rank, log.footer)
+        container, prov = log.header["provenance"]["container"], log.header["provenance"]
+        assert (container["runtime"], container["digest"]) == ("podman", lock["config_digest"])
+        assert container["env_lock_in_image_sha256"] == lock["env_lock_sha256"] == prov["env_lock_sha256"]
+        assert prov["python"]["executable"] == "/opt/venv/bin/python" and "Debian" in prov["os_release"]
+        headers.append(log.header)
+    return headers
+
+
+@pytest.mark.slow
+def test_every_rank_runs_in_the_pinned_image(tmp_path, mxnet_image, monkeypatch):
+    """Two ranks, two containers on the host network (their rendezvous); ≈ 30 s."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "results" / "runs" / "x"
+    assert run_as_launcher(request(run_dir, STORE, scale="1x2", strategy="dist_sync")) == 0
+    record = json.loads((run_dir / "launch.json").read_text())
+    assert record["rank_exit_codes"] == [0, 0] and record["container"]["digest"] == mxnet_image["config_digest"]
+    check_headers(run_dir, mxnet_image, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@pytest.mark.skipif(not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)")
+def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path):
+    """srun starts one container per rank on both nodes, for two frameworks (≈ 2 min)."""
+    locks = {fw: ensure_image(fw) for fw in SLURM_FRAMEWORKS}
+    for framework, strategy in SLURM_FRAMEWORKS.items():
+        run_dir = tmp_path / "results" / "runs" / framework
+        req = request(run_dir, STORE, framework=framework, scale="2x2", strategy=strategy)
+        req = dataclasses.replace(req, launcher="srun", time_limit=240)
+        cmd = ["salloc", "-N2", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=3000", "-t", "8"]
+        cmd += [sys.executable, "-m", "dlbench.launch", *req.to_argv()]
+        out = subprocess.run(
+            cmd, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=420
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        record = json.loads((run_dir / "launch.json").read_text())
+        assert record["rank_exit_codes"] == [0, 0, 0, 0], out.stderr[-3000:]
+        headers = check_headers(run_dir, locks[framework], 4)
+        assert {h["node"] for h in headers} == {"n1", "n2"}, framework

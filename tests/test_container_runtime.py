@@ -1,0 +1,226 @@
+"""run.container without a container runtime: the command lines each runtime builds (podman,
+and Apptainer, which is never run here), the refusal of an image that is not the pinned one
+as a marked cell, the header's image fields, the environment table and the audit. Nothing
+here needs podman; tests/test_container_podman.py runs the same paths for real."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from snakemake.settings.types import DeploymentMethod, RerunTrigger
+
+from dlbench import aggregate, audit, environment, images, provenance
+from dlbench.config import schema_problem
+from dlbench.deployment import Deployment, DeploymentError
+from dlbench.launch import LaunchRequest
+from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, runtime_for
+from dlbench.launch.launchers import LocalLauncher, SrunLauncher
+from dlbench.launch.run import run_as_launcher
+from tests.conftest import REPO, make_coords
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def write_lock(images: Path, framework: str = "mxnet", **fields) -> dict:
+    lock = {
+        "framework": framework,
+        "image": f"localhost/dlbench/{framework}:0123456789ab",
+        "config_digest": DIGEST,
+        "env_lock_sha256": images_sha(framework),
+        "archive": f"{framework}.oci.tar",
+        "sif": f"{framework}.sif",
+        "sif_sha256": "",
+        **fields,
+    }
+    images.mkdir(parents=True, exist_ok=True)
+    (images / f"{framework}.lock.json").write_text(json.dumps(lock))
+    return lock
+
+
+def images_sha(framework: str) -> str:
+    return provenance.sha256_file(REPO / "envs" / f"{framework}.txt")
+
+
+def request(images: Path, container: str = "podman", **options) -> LaunchRequest:
+    coords = options.pop("coords", make_coords(framework="mxnet"))
+    run_dir = options.pop("run_dir", "results/runs/x/rep1")
+    return LaunchRequest(coords, run_dir, "mlperf", 1, 2, "mean", container=container, images=str(images), **options)
+
+
+def test_a_bad_runtime_is_one_message_naming_the_key():
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run"]["container"] = "docker"
+    assert schema_problem(config) == "run.container: 'docker' is not one of ['none', 'podman', 'apptainer']"
+    with pytest.raises(SystemExit):
+        LaunchRequest.from_argv([*request(Path("/i")).to_argv(), "--container", "docker"])
+
+
+def test_none_keeps_the_venv_path(tmp_path):
+    plain = LocalLauncher(request(Path(""), container="none"))
+    assert plain.command()[:3] == [sys.executable, "-m", "dlbench.launch"]
+    assert plain.runtime.verify() == {}
+
+
+def test_podman_runs_one_rank_by_digest_read_only_without_network(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_lock(tmp_path / "images")
+    cmd = LocalLauncher(request(tmp_path / "images")).command()
+    store = tmp_path / "images" / "podman"
+    assert cmd[:6] == ["env", f"CONTAINERS_CONF={PODMAN_CONF}", "podman", "--root", f"{store}/root", "--runroot"]
+    assert cmd[7:11] == ["run", "--rm", "--read-only", "--network=none"]
+    results = str(tmp_path / "results")
+    assert f"{results}:{results}:rw" in cmd and cmd[cmd.index("-w") + 1] == str(tmp_path)
+    assert "DLBENCH_*" in cmd and "SLURM*" in cmd and f"DLBENCH_IMAGE_DIGEST={DIGEST}" in cmd
+    image = cmd.index(DIGEST.removeprefix("sha256:"))
+    assert cmd[image + 1 : image + 4] == [IMAGE_PYTHON, "-m", "dlbench.launch"]
+    assert LaunchRequest.from_argv(cmd[image + 4 :]) == request(tmp_path / "images")
+    assert "--device" not in cmd  # CPU
+
+
+def test_a_rendezvous_gets_the_host_network_and_data_outside_results_is_read_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_lock(tmp_path / "images")
+    data = tmp_path / "datasets" / "mxnet"
+    data.mkdir(parents=True)
+    coords = make_coords(framework="mxnet", scale="1x2", strategy="dist_sync", data="real")
+    cmd = LocalLauncher(request(tmp_path / "images", coords=coords, data_dir=str(data), device="cuda")).command()
+    assert "--network=host" in cmd and f"{data}:{data}:ro" in cmd
+    assert cmd[cmd.index("--device") + 1] == "nvidia.com/gpu=all"
+
+
+def test_srun_starts_one_container_per_rank(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    write_lock(tmp_path / "images")
+    coords = make_coords(framework="mxnet", scale="2x2", strategy="dist_sync")
+    cmd = SrunLauncher(request(tmp_path / "images", coords=coords, launcher="srun")).command()
+    assert cmd[0] == "srun" and "--nodes=2" in cmd and "--ntasks-per-node=2" in cmd
+    inner = cmd[cmd.index("dlbench-rank") + 1 :]
+    assert inner[2:5] == ["podman", "--root", str(tmp_path / "images" / "podman" / "root")]
+    image = inner.index(DIGEST.removeprefix("sha256:"))
+    assert "--network=host" in inner and inner[image + 1] == IMAGE_PYTHON
+
+
+def test_apptainer_commands_as_strings(tmp_path, monkeypatch):
+    """Apptainer is not installable here: its command lines are what is tested."""
+    monkeypatch.chdir(tmp_path)
+    images_dir = tmp_path / "images"
+    write_lock(images_dir)
+    assert images.sif_command("mxnet", images_dir) == [
+        "apptainer",
+        "build",
+        str(images_dir / "mxnet.sif"),
+        f"oci-archive:{images_dir / 'mxnet.oci.tar'}",
+    ]
+    coords = make_coords(framework="mxnet", scale="2x2", strategy="dist_sync")
+    launcher = SrunLauncher(request(images_dir, "apptainer", coords=coords, launcher="srun", device="cuda"))
+    inner = launcher.command()[launcher.command().index("dlbench-rank") + 1 :]
+    assert inner[:5] == ["apptainer", "exec", "--contain", "--pwd", str(tmp_path)]
+    assert inner[5] == "--nv" and inner.index("--nv") < inner.index(str(images_dir / "mxnet.sif"))
+    assert inner[inner.index(str(images_dir / "mxnet.sif")) + 1] == IMAGE_PYTHON
+
+
+def test_apptainer_verifies_the_sif_against_the_lock(tmp_path):
+    images_dir = tmp_path / "images"
+    write_lock(images_dir)
+    (images_dir / "mxnet.sif").write_bytes(b"SIF stand-in\n" * 1000)
+    runtime = runtime_for(request(images_dir, "apptainer"))
+    with pytest.raises(ImageMismatch, match="pins sha256:\\(nothing"):
+        runtime.verify()
+    digest = images.pin_sif("mxnet", images_dir)
+    assert Apptainer(request(images_dir, "apptainer")).verify()["digest"] == f"sha256:{digest}"
+    (images_dir / "mxnet.sif").write_bytes(b"another image\n")
+    with pytest.raises(ImageMismatch) as error:
+        Apptainer(request(images_dir, "apptainer")).verify()
+    assert digest in str(error.value) and str(images_dir / "mxnet.sif") in str(error.value)
+
+
+def test_an_image_from_another_env_lock_is_refused(tmp_path):
+    write_lock(tmp_path / "images", env_lock_sha256="0" * 64, sif_sha256="")
+    (tmp_path / "images" / "mxnet.sif").write_bytes(b"x")
+    images.pin_sif("mxnet", tmp_path / "images")
+    with pytest.raises(ImageMismatch, match=f"sha256 {'0' * 64}, but the file is now sha256 {images_sha('mxnet')}"):
+        Apptainer(request(tmp_path / "images", "apptainer")).verify()
+
+
+def test_a_refused_image_is_a_marked_failed_cell_and_nothing_is_lost(tmp_path, monkeypatch):
+    """No podman here, or an image that is not the pinned one: the same path, a FAILED cell."""
+    monkeypatch.chdir(tmp_path)
+    images_dir = tmp_path / "images"
+    write_lock(images_dir)
+    (images_dir / "mxnet.sif").write_bytes(b"tampered\n")
+    req = request(images_dir, "apptainer", run_dir=str(tmp_path / make_coords(framework="mxnet").run_dir))
+    Path(req.run_dir).mkdir(parents=True)
+    (Path(req.run_dir) / "notes.txt").write_text("kept")
+    assert run_as_launcher(req) == 0
+    record = json.loads((Path(req.run_dir) / "launch.json").read_text())
+    assert record["rank_exit_codes"] == [] and record["verdict"]["status"] == "failed"
+    assert (Path(req.run_dir) / "notes.txt").read_text() == "kept"
+    row = aggregate.summarize_run(req.coords, tmp_path)
+    assert row["status"] == "failed" and "image refused" in row["reason"] and "mxnet.sif is sha256:" in row["reason"]
+
+
+def test_the_deployment_runs_the_launcher_on_the_host_and_the_ranks_in_the_image(tmp_path):
+    config = {"run": {"launcher": "srun", "data_workers": 0, "threads": 4, "container": "podman"}, "grid": {}}
+    deploy = Deployment(config, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
+    wildcards = dataclasses.replace(make_coords(framework="mxnet"))
+    assert [str(p) for p in deploy.software_inputs(wildcards)] == [str(tmp_path / "mxnet.lock.json")]
+    assert deploy.python(wildcards) == sys.executable
+    assert deploy.env_lock(wildcards) == "/opt/dlbench/envs/mxnet.txt"
+    with pytest.raises(DeploymentError, match="drop --sdm apptainer"):
+        Deployment(config, str(REPO), {DeploymentMethod.APPTAINER}, set, {"DLBENCH_IMAGES": str(tmp_path)})
+
+
+# ------------------------------------------------------------------ provenance, report, audit
+
+
+def container_header(digest: str = DIGEST) -> dict:
+    return {
+        "run": make_coords(framework="mxnet").as_dict(),
+        "framework": {"name": "mxnet", "version": "1.9.1"},
+        "provenance": {
+            "env_lock": "mxnet.txt",
+            "env_lock_sha256": "cd" * 32,
+            "container": {
+                "runtime": "podman",
+                "path": "localhost/dlbench/mxnet:0123456789ab",
+                "digest": digest,
+                "sha256": digest.removeprefix("sha256:"),
+                "env_lock_in_image_sha256": "cd" * 32,
+                "image_lock_sha256": "ef" * 32,
+            },
+        },
+    }
+
+
+def test_the_header_records_runtime_digest_and_the_lock_inside_the_image(monkeypatch):
+    monkeypatch.setenv("DLBENCH_CONTAINER_RUNTIME", "podman")
+    monkeypatch.setenv("DLBENCH_IMAGE", "localhost/dlbench/mxnet:0123456789ab")
+    monkeypatch.setenv("DLBENCH_IMAGE_DIGEST", DIGEST)
+    monkeypatch.setenv("DLBENCH_IMAGE_LOCK_SHA256", "ef" * 32)
+    info = provenance.container_info()
+    assert (info["runtime"], info["digest"], info["image_lock_sha256"]) == ("podman", DIGEST, "ef" * 32)
+    assert "env_lock_in_image_sha256" in info
+
+
+def test_the_environment_table_names_runtime_digest_and_lock():
+    (row,) = environment.summarize(pd.DataFrame(), [container_header()])["software"]
+    image = f"localhost/dlbench/mxnet:0123456789ab {DIGEST[:19]}"
+    assert row["container"] == f"podman {image} (env lock sha256 cdcdcdcdcdcd)"
+
+
+def test_the_audit_fails_a_run_whose_image_is_not_the_locked_one(tmp_path):
+    write_lock(tmp_path)
+    assert audit.image_problems([container_header()], tmp_path) == []
+    other = "sha256:" + "99" * 32
+    (problem,) = audit.image_problems([container_header(other)], tmp_path)
+    assert other in problem and DIGEST in problem and "mxnet" in problem
+    assert audit.image_problems([{"run": {"framework": "mxnet"}, "provenance": {}}], tmp_path) == []
+    assert os.path.exists(tmp_path / "mxnet.lock.json")
