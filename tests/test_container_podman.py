@@ -71,7 +71,7 @@ def request(run_dir: Path, images_dir: Path, **coords) -> LaunchRequest:
 def tampered_store(tmp_path: Path, lock: dict, **changes) -> Path:
     """A copy of the lock, changed, beside the real image store."""
     copy = tmp_path / "images"
-    copy.mkdir()
+    copy.mkdir(parents=True)
     (copy / "podman").symlink_to(STORE / "podman")
     (copy / f"{lock['framework']}.lock.json").write_text(json.dumps({**lock, **changes}))
     return copy
@@ -154,3 +154,50 @@ def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path):
         assert record["rank_exit_codes"] == [0, 0, 0, 0], out.stderr[-3000:]
         headers = check_headers(run_dir, locks[framework], 4)
         assert {h["node"] for h in headers} == {"n1", "n2"}, framework
+
+
+PODMAN_GRID = {
+    "grid": {
+        "frameworks": ["mxnet"],
+        "models": ["resnet50"],
+        "batch_per_device": [2],
+        "scales": ["1x1", "1x2"],
+        "strategies": {"mxnet": ["dist_sync"]},
+        "exclude": [],
+    },
+    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 2, "repeats": 1},
+    "run": {"image_size": 32, "threads": 2, "progress_every": 0, "container": "podman"},
+}
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_every_rank_in_the_image_to_the_report_and_the_audit(tmp_path, mxnet_image):
+    """Snakemake with run.container: podman: tables, the environment table, then the audit,
+    which fails once the lock pins another image (≈ 1.5 min)."""
+    import yaml
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(PODMAN_GRID))
+
+    def snakemake(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+        cmd += ["--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "grid.yaml"), *args]
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+
+    done = snakemake("results/tables/cells.csv", "results/tables/environment.json")
+    assert done.returncode == 0, done.stderr[-4000:]
+    lock = json.loads((STORE / "mxnet.lock.json").read_text())  # the rule may have rebuilt it
+    for scale, ranks in (("1x1", 1), ("1x2", 2)):
+        strategy = "single" if scale == "1x1" else "dist_sync"
+        check_headers(tmp_path / f"results/runs/mxnet/resnet50/fp32/synthetic/bs2/{scale}/{strategy}/rep1", lock, ranks)
+    software = json.loads((tmp_path / "results/tables/environment.json").read_text())["software"]
+    assert software[0]["container"].startswith(f"podman {lock['image']} {lock['config_digest'][:19]}")
+    assert snakemake("-f", "audit").returncode == 0
+    forged = tampered_store(tmp_path / "forged", lock, config_digest="sha256:" + "1" * 64)
+    env = dict(os.environ, DLBENCH_IMAGES=str(forged))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--profile"]
+    cmd += [str(REPO / "profiles/local"), "--configfile", str(tmp_path / "grid.yaml"), "-f", "audit"]
+    audit = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    verdict = (tmp_path / "results/audit/verdict.txt").read_text()
+    assert audit.returncode != 0 and "FAILED" in verdict and lock["config_digest"] in verdict, verdict
