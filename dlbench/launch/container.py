@@ -59,16 +59,8 @@ def read_lock(images: str | os.PathLike, framework: str) -> dict:
 def podman_base(images: str | os.PathLike) -> list[str]:
     """podman with dlbench's store and settings (storage flags on the command line, not in a
     storage.conf: that one made every run stall 20 s here)."""
-    images = Path(images).resolve()
-    return [
-        "env",
-        f"CONTAINERS_CONF={PODMAN_CONF}",
-        "podman",
-        "--root",
-        str(images / "podman" / "root"),
-        "--runroot",
-        str(images / "podman" / "run"),
-    ]
+    store = (Path(images) / "podman").resolve()  # podman refuses long or unlike spellings of it
+    return ["env", f"CONTAINERS_CONF={PODMAN_CONF}", "podman", "--root", f"{store}/root", "--runroot", f"{store}/run"]
 
 
 class Runtime:
@@ -185,7 +177,8 @@ class Podman(Runtime):
         )
         actual = "sha256:" + out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
         if actual != pinned:
-            found = actual or f"not in the store ({out.stderr.strip().splitlines()[-1:] or 'no answer'})"
+            said = (out.stderr.strip().splitlines() or ["no answer"])[-1]
+            found = actual or f"not in the store ({said})"
             raise ImageMismatch(
                 f"image {image} is {found}, but {self.lock['lock_path']} pins {pinned}: "
                 f"refusing to run {self.request.coords.framework} in an image other than the pinned one"
