@@ -1,0 +1,124 @@
+"""JAX runner: Flax linen CNNs (NHWC, BatchNorm), optax SGD with momentum, one `jax.jit` step
+with the state donated, and data parallelism over one node's devices through a sharded batch.
+docs/frameworks/jax.md explains the fast path, threads and devices. Importing this package does
+not import JAX: `Runner.import_framework()` does, after setting what XLA reads at start-up."""
+
+from __future__ import annotations
+
+import os
+
+from dlbench.models import CATALOGUE
+from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
+
+CAPABILITIES = Capabilities(
+    label="JAX",
+    colour="#9467bd",
+    models=("resnet50", "resnet152", "vgg16", "alexnet"),
+    unavailable_models={
+        "inception_v3": "the JAX runner has no Flax InceptionV3 yet",
+        "bert_base": "the JAX runner has no Flax BERT yet",
+    },
+    precisions=("fp32", "amp"),
+    strategies=(
+        Strategy(
+            "sharded",
+            "JAX jit over a one-node device mesh: the batch split across the devices, parameters "
+            "replicated, gradients all-reduced by XLA",
+            layout=ProcessLayout.PER_NODE,
+            single_node=True,
+        ),
+    ),
+)
+
+
+def cpu_share(threads: int, local_rank: int = 0) -> set[int] | None:
+    """The CPUs this process keeps (XLA:CPU sizes its thread pool by the CPUs it may run on):
+    `threads` of the allowed ones, the local rank's block; None when that is all of them."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if threads <= 0 or threads >= len(allowed):
+        return None
+    start = (local_rank * threads) % len(allowed)
+    return set((allowed * 2)[start : start + threads])
+
+
+class Runner(BaseRunner):
+    def import_framework(self) -> None:
+        if getattr(self, "jax", None) is not None:
+            return
+        spec = self.spec
+        cpus = cpu_share(spec.threads, spec.dist.local_rank) if spec.device == "cpu" else None
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if spec.device == "cpu" and spec.local_devices > 1:
+            # The node's devices as CPU devices of one process (read once, when XLA starts).
+            flag = f"--xla_force_host_platform_device_count={spec.local_devices}"
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+        os.environ.setdefault("JAX_PLATFORMS", "cpu" if spec.device == "cpu" else "cuda")
+        import jax
+        import jax.numpy as jnp
+
+        self.jax = jax
+        self.devices = jax.local_devices()[: spec.local_devices]
+        if len(self.devices) < spec.local_devices:
+            raise RuntimeError(f"jax: {spec.local_devices} devices requested, {len(self.devices)} visible")
+        jnp.zeros(8).block_until_ready()  # start XLA's threads before the worker's memory cap
+
+    def build(self) -> None:
+        self.import_framework()
+        import jax.numpy as jnp
+
+        from dlbench.runners.jax import models, train
+
+        spec, jax = self.spec, self.jax
+        self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
+        model = models.build(spec.coords.model, self.dtype)
+        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        images, labels = train.synthetic_batch(spec.batch * len(self.devices), size, spec.seed, models.CLASSES)
+        state, optimizer = train.initial_state(model, images[:1], spec.seed)
+        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(state[0]))
+        data, replicated = train.placement(self.devices)
+        self.state = jax.device_put(state, replicated)
+        self.images, self.labels = jax.device_put(images, data), jax.device_put(labels, data)
+        self.step_fn = train.train_step(model, optimizer, spec.seed)
+        self._last = None
+
+    def step(self, batch=None):
+        self.state, loss = self.step_fn(self.state, self.images, self.labels)
+        self._last = loss
+        return loss
+
+    def sync(self) -> None:
+        # One XLA executable per step: its outputs (the loss, the new state) are ready together.
+        if self._last is not None:
+            self._last.block_until_ready()
+
+    def loss_value(self, handle) -> float:
+        return float(handle)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        text = str(exc)
+        return isinstance(exc, MemoryError) or any(
+            s in text for s in ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "bad_alloc")
+        )
+
+    def describe(self) -> dict:
+        import flax
+        import jaxlib
+        import optax
+
+        jax = self.jax
+        return {
+            "version": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "flax": flax.__version__,
+            "optax": optax.__version__,
+            "backend": jax.default_backend(),
+            "device_name": self.devices[0].device_kind,
+            "devices": [str(d) for d in self.devices],
+            "threads": len(os.sched_getaffinity(0)),
+            "trainable_params": self.params,
+            "memory_format": "NHWC",
+            "compute_dtype": self.jax.numpy.dtype(self.dtype).name,
+            "implementation": "Flax linen model, jax.jit train step with the state donated, optax SGD momentum",
+        }

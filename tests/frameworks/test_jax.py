@@ -1,0 +1,80 @@
+"""The JAX runner for real, in its own environment (built by tools/test.sh)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, framework_python
+
+PYTHON = framework_python("jax")
+needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the jax environment is not built")
+
+
+def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, size=32, precision="fp32", steps=(2, 6)):
+    cmd = [
+        str(PYTHON), "-m", "dlbench.launch",
+        "--framework", "jax", "--model", model, "--precision", precision, "--data", "synthetic",
+        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "1",
+        "--run-dir", str(run_dir), "--preset", "caict2020",
+        "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
+        "--image-size", str(size), "--threads", "2", "--time-limit", "500",
+        "--env-lock", str(REPO / "envs/jax.txt"),
+    ]  # fmt: skip
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_module_declares_capabilities_without_importing_jax():
+    code = (
+        "import sys; from dlbench.runners import capabilities; c = capabilities('jax');"
+        "assert not {'jax', 'flax', 'optax'} & set(sys.modules); print(c)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "sharded" in out and "resnet50" in out
+
+
+@needs_env
+def test_single_device_run_trains_and_writes_a_valid_log(tmp_path):
+    result = launch(tmp_path / "run", steps=(0, 12))
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    header = log.header["framework"]
+    assert header["trainable_params"] == 25_557_032  # torchvision's ResNet-50
+    assert header["backend"] == "cpu" and header["compute_dtype"] == "float32"
+    assert len(log.header["provenance"]["env_lock_sha256"]) == 64
+    losses = [s["loss"] for s in log.steps]
+    assert sum(losses[-4:]) / 4 < 0.5 * sum(losses[:4]) / 4  # a fixed batch is learnt
+    assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
+
+
+@needs_env
+def test_sharded_drives_two_devices_from_one_process_in_bfloat16(tmp_path):
+    result = launch(
+        tmp_path / "run", model="alexnet", scale="1x2", strategy="sharded", batch=2, size=64, precision="amp"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert not (tmp_path / "run/rank1.steps.jsonl").exists()  # one process per node
+    assert log.header["framework"]["devices"] == ["cpu:0", "cpu:1"]
+    assert log.header["framework"]["compute_dtype"] == "bfloat16"
+    assert {s["samples"] for s in log.steps} == {4}  # batch 2 on each of 2 devices
+
+
+@needs_env
+def test_flax_models_have_torchvisions_parameter_counts():
+    code = (
+        "import jax, jax.numpy as jnp; from dlbench.runners.jax import models\n"
+        "for name in ('resnet152', 'vgg16', 'alexnet'):\n"
+        "    m = models.build(name); key = {'params': jax.random.key(0), 'dropout': jax.random.key(1)}\n"
+        "    v = jax.eval_shape(lambda: m.init(key, jnp.zeros((1, 64, 64, 3)), train=False))\n"
+        "    print(name, sum(x.size for x in jax.tree_util.tree_leaves(v['params'])))"
+    )
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    counts = dict(line.split() for line in out.stdout.splitlines())
+    assert counts == {"resnet152": "60192808", "vgg16": "138357544", "alexnet": "61100840"}
