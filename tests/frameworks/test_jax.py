@@ -78,3 +78,44 @@ def test_flax_models_have_torchvisions_parameter_counts():
     out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     counts = dict(line.split() for line in out.stdout.splitlines())
     assert counts == {"resnet152": "60192808", "vgg16": "138357544", "alexnet": "61100840"}
+
+
+@needs_env
+@pytest.mark.slow
+def test_sharded_across_two_nodes_started_like_srun(tmp_path):
+    """Two "nodes" on this host, each a task started as srun would: jax.distributed joins
+    them (rank 0 coordinates; Gloo all-reduces), one step log per node, the same loss in both."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = [
+        "--framework", "jax", "--model", "alexnet", "--precision", "fp32", "--data", "synthetic",
+        "--batch", "2", "--scale", "2x1", "--strategy", "sharded", "--repeat", "1",
+        "--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", "1", "--measured-steps", "3",
+        "--statistic", "mean", "--image-size", "64", "--threads", "1", "--time-limit", "400", "--progress-every", "0",
+    ]  # fmt: skip
+    procs = []
+    for rank in (0, 1):
+        env = {
+            "PYTHONPATH": str(REPO),
+            "PATH": "/usr/bin:/bin",
+            "DLBENCH_RANK": str(rank),
+            "DLBENCH_WORLD_SIZE": "2",
+            "DLBENCH_LOCAL_RANK": "0",
+            "DLBENCH_LOCAL_WORLD_SIZE": "1",
+            "DLBENCH_MASTER_ADDR": "127.0.0.1",
+            "DLBENCH_MASTER_PORT": str(port),
+            "DLBENCH_NODES": "127.0.0.1,127.0.0.1",
+        }
+        command = [str(PYTHON), "-m", "dlbench.launch", *args]
+        procs.append(subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE))
+    codes = [p.wait(timeout=600) for p in procs]
+    assert codes == [0, 0], procs[0].stderr.read()[-3000:]
+    logs = [read_steplog(run_dir / f"rank{r}.steps.jsonl") for r in (0, 1)]
+    assert all(log.valid and log.status == "ok" for log in logs), [log.footer for log in logs]
+    assert [log.header["framework"]["processes"] for log in logs] == [2, 2]
+    assert [s["loss"] for s in logs[0].steps] == [s["loss"] for s in logs[1].steps]  # one global loss

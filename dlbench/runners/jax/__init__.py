@@ -23,10 +23,9 @@ CAPABILITIES = Capabilities(
     strategies=(
         Strategy(
             "sharded",
-            "JAX jit over a one-node device mesh: the batch split across the devices, parameters "
-            "replicated, gradients all-reduced by XLA",
+            "JAX jit over a device mesh (one process per node, jax.distributed across nodes): the batch "
+            "split across the devices, parameters replicated, gradients all-reduced by XLA",
             layout=ProcessLayout.PER_NODE,
-            single_node=True,
         ),
     ),
 )
@@ -59,9 +58,14 @@ class Runner(BaseRunner):
         import jax.numpy as jnp
 
         self.jax = jax
-        self.devices = jax.local_devices()[: spec.local_devices]
-        if len(self.devices) < spec.local_devices:
-            raise RuntimeError(f"jax: {spec.local_devices} devices requested, {len(self.devices)} visible")
+        if spec.dist.world_size > 1:
+            from dlbench.runners.jax.train import start_distributed
+
+            start_distributed(spec.dist, spec.device == "cpu")
+        local = jax.local_devices()
+        if len(local) < spec.local_devices:
+            raise RuntimeError(f"jax: {spec.local_devices} devices requested, {len(local)} visible")
+        self.devices = local[: spec.local_devices] if spec.dist.world_size == 1 else jax.devices()
         jnp.zeros(8).block_until_ready()  # start XLA's threads before the worker's memory cap
 
     def build(self) -> None:
@@ -74,12 +78,14 @@ class Runner(BaseRunner):
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         model = models.build(spec.coords.model, self.dtype)
         size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
-        images, labels = train.synthetic_batch(spec.batch * len(self.devices), size, spec.seed, models.CLASSES)
-        state, optimizer = train.initial_state(model, images[:1], spec.seed)
-        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(state[0]))
+        # This process's share of the global batch (batch × its devices), put on its devices.
+        rank = spec.dist.rank
+        images, labels = train.synthetic_batch(spec.batch * spec.local_devices, size, spec.seed + rank, models.CLASSES)
         data, replicated = train.placement(self.devices)
-        self.state = jax.device_put(state, replicated)
-        self.images, self.labels = jax.device_put(images, data), jax.device_put(labels, data)
+        self.state, optimizer = train.initial_state(model, size, spec.seed, replicated)
+        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
+        self.images = jax.make_array_from_process_local_data(data, images)
+        self.labels = jax.make_array_from_process_local_data(data, labels)
         self.step_fn = train.train_step(model, optimizer, spec.seed)
         self._last = None
 
@@ -116,6 +122,7 @@ class Runner(BaseRunner):
             "backend": jax.default_backend(),
             "device_name": self.devices[0].device_kind,
             "devices": [str(d) for d in self.devices],
+            "processes": self.jax.process_count(),
             "threads": len(os.sched_getaffinity(0)),
             "trainable_params": self.params,
             "memory_format": "NHWC",

@@ -12,13 +12,18 @@ import optax
 from dlbench.workload import SGD_LR, SGD_MOMENTUM
 
 
-def initial_state(model, images, seed: int):
-    """(params, batch_stats, opt_state, step) and the optimizer, on the default device."""
-    variables = model.init({"params": jax.random.key(seed), "dropout": jax.random.key(seed + 1)}, images, train=False)
-    params = variables["params"]
+def initial_state(model, size: int, seed: int, sharding):
+    """(params, batch_stats, opt_state, step) computed on the devices of `sharding` (every
+    process computes the same values: no host copy), and the optimizer."""
     optimizer = optax.sgd(SGD_LR, momentum=SGD_MOMENTUM)
-    state = (params, variables.get("batch_stats", {}), optimizer.init(params), jnp.zeros((), jnp.uint32))
-    return state, optimizer
+
+    def init():
+        keys = {"params": jax.random.key(seed), "dropout": jax.random.key(seed + 1)}
+        variables = model.init(keys, jnp.zeros((1, size, size, 3), jnp.float32), train=False)
+        params = variables["params"]
+        return params, variables.get("batch_stats", {}), optimizer.init(params), jnp.zeros((), jnp.uint32)
+
+    return jax.jit(init, out_shardings=sharding)(), optimizer
 
 
 def train_step(model, optimizer, seed: int):
@@ -55,11 +60,21 @@ def synthetic_batch(batch: int, size: int, seed: int, classes: int):
 
 
 def placement(devices: list):
-    """(data, replicated): where the batch and the state go. Several devices: a one-axis mesh,
-    the batch split along it and the state replicated (XLA all-reduces the gradients)."""
-    if len(devices) == 1:
-        return devices[0], devices[0]
+    """(data, replicated) shardings: a one-axis mesh over `devices` (every process's), the batch
+    split along it and the state replicated (XLA all-reduces the gradients)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(devices), ("data",))
     return NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+
+
+def start_distributed(dist, on_cpu: bool) -> None:
+    """Join the run's processes (one per node): rank 0 coordinates at master_addr:master_port;
+    CPU collectives through Gloo (NCCL on GPUs)."""
+    if on_cpu:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=f"{dist.master_addr}:{dist.master_port}",
+        num_processes=dist.world_size,
+        process_id=dist.rank,
+    )
