@@ -73,6 +73,12 @@ def build_inputs(framework: str, repo: Path = REPO_ROOT) -> dict:
     }
 
 
+def require(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise BuildError(f"{tool} is not installed: bash tools/containers.sh installs it (apt, as root)")
+
+
 def podman(images: Path, *args: str, capture: bool = True, timeout: float = 3600) -> str:
     cmd = [*podman_base(images), *args]
     out = subprocess.run(cmd, capture_output=capture, text=True, timeout=timeout)
@@ -112,6 +118,7 @@ def _now() -> str:
 
 def build_base(images: Path) -> dict:
     """debootstrap a Debian root file system (containers/base.sh) and import it as the base."""
+    require("podman", "debootstrap")
     images.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     recipe_sha = sha256_of(BASE_RECIPE)
@@ -192,6 +199,7 @@ def manifest_digest(archive: Path) -> str:
 
 def build(framework: str, images: Path, archive: bool = True) -> dict:
     """Build the framework's image on the base, save its OCI archive, write its lock."""
+    require("podman")
     started = time.monotonic()
     base = json.loads((images / BASE_LOCK).read_text())
     if image_id(images, base["image"]) != base["config_digest"]:
@@ -227,6 +235,7 @@ def _replace_lock(framework: str, images: Path, lock: dict) -> None:
     _write_json(path, lock)
     if old.get("image") and old["image"] != lock["image"]:
         subprocess.run([*podman_base(images), "rmi", old["image"]], capture_output=True)
+    subprocess.run([*podman_base(images), "image", "prune", "-f"], capture_output=True)  # superseded layers
 
 
 # ------------------------------------------------------------------ Apptainer (cluster side)
