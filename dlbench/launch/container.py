@@ -49,7 +49,7 @@ def read_lock(images: str | os.PathLike, framework: str) -> dict:
     except (OSError, ValueError) as error:
         raise ImageMismatch(
             f"no image lock for {framework} at {path} ({error.__class__.__name__}): build the image first "
-            "(snakemake container_images, or bash tools/containers.sh)"
+            "(bash tools/containers.sh, or snakemake podman_images)"
         ) from None
     lock["lock_sha256"] = sha256_of(path)
     lock["lock_path"] = str(path.resolve())
@@ -95,7 +95,7 @@ class Runtime:
             raise ImageMismatch(
                 f"image {self.lock.get('image')} ({framework}) was built from envs/{framework}.txt sha256 "
                 f"{self.lock.get('env_lock_sha256')}, but the file is now sha256 {sha256_of(current)}: "
-                "rebuild it (snakemake container_images)"
+                "rebuild it (snakemake podman_images)"
             )
 
     def mounts(self) -> list[tuple[str, str]]:
