@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +23,7 @@ from dlbench.config import schema_problem
 from dlbench.deployment import Deployment, DeploymentError
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, runtime_for
-from dlbench.launch.launchers import LocalLauncher, SrunLauncher
+from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
 from dlbench.launch.run import run_as_launcher
 from tests.conftest import REPO, make_coords
 
@@ -224,3 +226,16 @@ def test_the_audit_fails_a_run_whose_image_is_not_the_locked_one(tmp_path):
     assert other in problem and DIGEST in problem and "mxnet" in problem
     assert audit.image_problems([{"run": {"framework": "mxnet"}, "provenance": {}}], tmp_path) == []
     assert os.path.exists(tmp_path / "mxnet.lock.json")
+
+
+def test_ranks_past_the_limit_get_sigterm_first_which_podman_passes_to_its_container(tmp_path):
+    said = tmp_path / "terminated"
+    trap = (
+        "import pathlib, signal, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(said)!r}).touch(), exit(1)))\n"
+        "time.sleep(60)"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", trap])]
+    time.sleep(0.5)
+    assert wait_for_ranks(procs, stop_after_s=1) == [None]
+    assert said.exists()

@@ -179,9 +179,19 @@ def wait_for_ranks(procs: list[subprocess.Popen], stop_after_s: int | None) -> l
         try:
             proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
-            for j, other in enumerate(procs):
-                if other.poll() is None:
-                    other.kill()
-                    killed.add(j)
-            proc.wait()
+            killed |= {j for j, other in enumerate(procs) if other.poll() is None}
+            stop([procs[j] for j in killed])
     return [None if i in killed else p.returncode for i, p in enumerate(procs)]
+
+
+def stop(procs: list[subprocess.Popen], grace_s: float = 10) -> None:
+    """SIGTERM first (a `podman run` passes it on to its container), SIGKILL what is left."""
+    for proc in procs:
+        proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
