@@ -46,5 +46,5 @@ rule frameworks_envs:
 
 rule runs:
     input:
-        all_run_records(),
+        all_run_records,
     localrule: True

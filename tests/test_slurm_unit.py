@@ -234,7 +234,7 @@ def test_launch_records_exit_codes_and_oom(tmp_path, monkeypatch):
     fake_commands(tmp_path, monkeypatch, scontrol=SCONTROL, srun=SRUN_OOM)
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
-    monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
+    monkeypatch.setenv("DLBENCH_EARLIER_ATTEMPT", "settle")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     codes = SrunLauncher(srun_request(run_dir)).launch()
@@ -253,7 +253,7 @@ def test_launch_starts_the_strategys_tasks_per_node(tmp_path, monkeypatch):
     fake_commands(tmp_path, monkeypatch, scontrol=SCONTROL, srun=SRUN_OOM)
     monkeypatch.setenv("SLURM_JOB_ID", "78")
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
-    monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
+    monkeypatch.setenv("DLBENCH_EARLIER_ATTEMPT", "settle")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     coords = make_coords(framework="tensorflow", scale="2x2", strategy="parameter_server")
@@ -316,7 +316,7 @@ def test_a_later_invocation_records_a_run_slurm_cancelled(tmp_path, monkeypatch)
     fake_commands(tmp_path, monkeypatch, sacct=sacct_says("CANCELLED by 0"))
     run_dir = cancelled_run(tmp_path)
     assert slurm.unsettled(run_dir)
-    assert slurm.previous_attempt(run_dir, world=2, attempt=1) == [None, None]
+    assert slurm.previous_attempt(run_dir, world=2, settle=True) == [None, None]
     record = slurm.read_record(run_dir)
     assert record["state"] == "settled" and record["job_final"]["state"] == "CANCELLED by 0"
     assert record["job_final"]["source"] == "sacct"
@@ -331,7 +331,7 @@ def test_squeue_answers_when_accounting_is_off(tmp_path, monkeypatch):
         squeue='echo "31|TIMEOUT|TimeLimit"',
     )
     run_dir = cancelled_run(tmp_path)
-    slurm.previous_attempt(run_dir, world=1, attempt=1)
+    slurm.previous_attempt(run_dir, world=1, settle=True)
     assert slurm.outcome(run_dir) == ("timeout", "Slurm job 31: TIMEOUT (TimeLimit)")
 
 
@@ -340,12 +340,14 @@ def test_a_retry_moves_the_earlier_attempt_aside(tmp_path, monkeypatch):
     coords = make_coords()
     run_dir = write_run(tmp_path, coords, [[0.1, 0.1]], status="cancelled")
     slurm.write_record(run_dir, {"job_id": "31", "attempt": 1, "state": "running"})
-    assert slurm.previous_attempt(run_dir, world=1, attempt=2) is None
+    assert slurm.attempt_number(run_dir) == 1
+    assert slurm.previous_attempt(run_dir, world=1, settle=False) is None
     assert not list(run_dir.glob("rank*")) and not (run_dir / "slurm.json").exists()
     moved = run_dir / "attempt1"
     assert (moved / "rank0.steps.jsonl").exists()
     assert json.loads((moved / "slurm.json").read_text())["job_final"]["state"] == "CANCELLED by 0"
-    assert slurm.previous_attempt(run_dir, world=1, attempt=3) is None  # nothing left: just run
+    assert slurm.attempt_number(run_dir) == 2  # the retry's slurm.json says so
+    assert slurm.previous_attempt(run_dir, world=1, settle=False) is None  # nothing left: just run
 
 
 def test_an_earlier_job_still_running_is_not_touched(tmp_path, monkeypatch):
@@ -353,9 +355,9 @@ def test_an_earlier_job_still_running_is_not_touched(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "99")
     monkeypatch.setattr(slurm.attempts, "ACTIVE_WAIT_S", 0)
     run_dir = cancelled_run(tmp_path)
-    for attempt in (1, 2):
+    for settle in (True, False):
         with pytest.raises(SystemExit, match="still RUNNING"):
-            slurm.previous_attempt(run_dir, world=1, attempt=attempt)
+            slurm.previous_attempt(run_dir, world=1, settle=settle)
     assert (run_dir / "slurm.json").exists() and not (run_dir / "attempt1").exists()
 
 
@@ -366,7 +368,7 @@ if [ "$n" -lt 2 ]; then echo "$5|RUNNING|0:0|00:00:05|None"; else echo "$5|CANCE
     fake_commands(tmp_path, monkeypatch, sacct=lagging)
     monkeypatch.setattr(slurm.attempts.time, "sleep", lambda s: None)
     run_dir = cancelled_run(tmp_path)
-    assert slurm.previous_attempt(run_dir, world=1, attempt=1) == [None]
+    assert slurm.previous_attempt(run_dir, world=1, settle=True) == [None]
     assert slurm.outcome(run_dir)[0] == "cancelled" and counter.read_text().strip() == "3"
 
 
@@ -377,12 +379,12 @@ def test_job_id_from_rank_log_headers_when_slurm_json_is_missing(tmp_path, monke
     run_dir.mkdir(parents=True)
     header = {"type": "header", "provenance": {"slurm": {"slurm_job_id": "55"}}}
     (run_dir / "rank0.steps.jsonl").write_text(json.dumps(header) + "\n")
-    assert slurm.previous_attempt(run_dir, world=1, attempt=1) == [None]
+    assert slurm.previous_attempt(run_dir, world=1, settle=True) == [None]
     assert slurm.outcome(run_dir)[0] == "oom"
 
 
 def test_nothing_to_settle(tmp_path):
-    assert slurm.previous_attempt(tmp_path, world=1, attempt=1) is None
+    assert slurm.previous_attempt(tmp_path, world=1, settle=True) is None
     assert slurm.outcome(tmp_path) == (None, "")
     (tmp_path / "launch.json").write_text("{}")
     (tmp_path / "slurm.json").write_text('{"job_id": "3", "state": "finished", "oom_kill": false}')
@@ -390,18 +392,18 @@ def test_nothing_to_settle(tmp_path):
     assert slurm.outcome(tmp_path) == (None, "")
 
 
-def test_attempt_from_environment(monkeypatch):
-    monkeypatch.setenv("DLBENCH_ATTEMPT", "3")
-    assert slurm.snakemake_attempt() == 3
-    monkeypatch.setenv("DLBENCH_ATTEMPT", "x")
-    assert slurm.snakemake_attempt() == 1
+def test_only_record_ended_run_settles(monkeypatch):
+    monkeypatch.delenv(slurm.EARLIER_ATTEMPT_ENV, raising=False)
+    assert not slurm.settles_earlier_attempt()  # a training rule: a retry
+    monkeypatch.setenv(slurm.EARLIER_ATTEMPT_ENV, "settle")
+    assert slurm.settles_earlier_attempt()
 
 
 # ------------------------------------- the launcher and the aggregation with slurm.json
 def test_launcher_records_a_cancelled_run_instead_of_rerunning(tmp_path, monkeypatch):
     fake_commands(tmp_path, monkeypatch, sacct=sacct_says("CANCELLED by 0"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DLBENCH_ATTEMPT", "1")
+    monkeypatch.setenv("DLBENCH_EARLIER_ATTEMPT", "settle")
     for key in list(os.environ):
         if key.startswith(("SLURM_", "DLBENCH_RANK", "DLBENCH_SRUN")):
             monkeypatch.delenv(key)

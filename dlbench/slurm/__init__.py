@@ -16,12 +16,13 @@ from dlbench.slurm.attempts import (
     unsettled,
 )
 from dlbench.slurm.environment import (
+    EARLIER_ATTEMPT_ENV,
     PORT_STRIDE,
     distributed_from_environment,
     job_id_from_environment,
     master_port,
     node_address,
-    snakemake_attempt,
+    settles_earlier_attempt,
 )
 from dlbench.slurm.hostlist import (
     expand_hostlist,
@@ -30,7 +31,7 @@ from dlbench.slurm.hostlist import (
     parse_addresses,
     parse_node_addresses,
 )
-from dlbench.slurm.record import EXIT_CODE_FILE, RECORD, read_record, write_record
+from dlbench.slurm.record import EXIT_CODE_FILE, RECORD, attempt_number, read_record, write_record
 from dlbench.slurm.srun import (
     SlurmError,
     cpus_per_task,
@@ -41,10 +42,12 @@ from dlbench.slurm.srun import (
 )
 
 __all__ = [
+    "EARLIER_ATTEMPT_ENV",
     "EXIT_CODE_FILE",
     "PORT_STRIDE",
     "RECORD",
     "SlurmError",
+    "attempt_number",
     "cpus_per_task",
     "distributed_from_environment",
     "expand_hostlist",
@@ -62,8 +65,8 @@ __all__ = [
     "rank_environment",
     "read_record",
     "runtime_minutes",
+    "settles_earlier_attempt",
     "slurm_status",
-    "snakemake_attempt",
     "srun_command",
     "unsettled",
     "write_record",

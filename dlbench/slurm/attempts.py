@@ -3,8 +3,8 @@
 A run that Slurm ends as a whole (scancel, time limit, node failure) fails its Snakemake
 job: the launcher dies with it and cannot write launch.json. `previous_attempt()` decides
 what the next attempt does with what the dead one left: Snakemake's retry of the same
-invocation (attempt > 1) moves the evidence to `attempt<k>/` and runs again; the first
-attempt of a later invocation records the run as Slurm ended it (no rerun), so
+invocation moves the evidence to `attempt<k>/` and runs again; a later invocation
+(train.smk's record_ended_run) records the run as Slurm ended it (no rerun), so
 `snakemake --profile slurm` run a second time completes the grid and the report.
 `outcome()` is Slurm's verdict, which the launcher writes into launch.json. Stdlib only.
 """
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench.slurm.environment import job_id_from_environment, snakemake_attempt
-from dlbench.slurm.record import RECORD, read_record, write_record
+from dlbench.slurm.environment import job_id_from_environment, settles_earlier_attempt
+from dlbench.slurm.record import RECORD, attempt_number, read_record, write_record
 from dlbench.slurm.srun import query
 
 # Slurm job states → dlbench statuses (worst first as in dlbench.aggregate.FAILURE_ORDER).
@@ -130,9 +130,9 @@ def _final_state(run_dir: Path, job_id: str | None) -> dict:
     return state
 
 
-def _move_aside(run_dir: Path, record: dict, attempt: int) -> None:
+def _move_aside(run_dir: Path, record: dict) -> None:
     """Snakemake's retry: the earlier attempt's files go to `attempt<k>/`."""
-    previous = int(record.get("attempt") or attempt - 1)
+    previous = int(record.get("attempt") or attempt_number(run_dir))
     target = run_dir / f"attempt{previous}"
     while target.exists():
         previous += 1
@@ -141,28 +141,28 @@ def _move_aside(run_dir: Path, record: dict, attempt: int) -> None:
     write_record(run_dir, record)
     for path in _evidence(run_dir):
         os.replace(path, target / path.name)
-    print(f"[dlbench] retry {attempt}: the earlier attempt's files are in {target}", file=sys.stderr)
+    print(f"[dlbench] retry: the earlier attempt's files are in {target}", file=sys.stderr)
 
 
-def previous_attempt(run_dir: str | os.PathLike, world: int, attempt: int | None = None) -> list[int | None] | None:
+def previous_attempt(run_dir: str | os.PathLike, world: int, settle: bool | None = None) -> list[int | None] | None:
     """What to do with what an earlier attempt of this run left (launch.json missing).
 
-    Returns None: start the run (nothing there, or Snakemake's retry — attempt > 1 — and
+    Returns None: start the run (nothing there, or Snakemake's retry — `settle` false — and
     the earlier attempt's files have been moved to `attempt<k>/`). Returns rank exit codes:
     do not run again, the run is recorded as Slurm ended it (the caller writes launch.json).
     Exits with a message if the earlier job is still active.
     """
     run_dir = Path(run_dir)
-    attempt = snakemake_attempt() if attempt is None else attempt
+    settle = settles_earlier_attempt() if settle is None else settle
     if not _evidence(run_dir):
         return None
     record = read_record(run_dir) or {}
     job_id = record.get("job_id") or _job_id_from_rank_logs(run_dir)
     state = _final_state(run_dir, job_id)
     record.setdefault("job_id", job_id)
-    if attempt > 1:
+    if not settle:
         record["job_final"] = state
-        _move_aside(run_dir, record, attempt)
+        _move_aside(run_dir, record)
         return None
     record.update(state="settled", job_final=state, settled=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     write_record(run_dir, record)

@@ -25,14 +25,21 @@ def job_id_from_environment(env: dict | None = None) -> str | None:
     return env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
 
 
-def snakemake_attempt(env: dict | None = None) -> int:
-    """Snakemake's attempt number of this job (1, then 2.. on --retries), from the rule's
-    shell line (DLBENCH_ATTEMPT={resources.dlbench_attempt})."""
+# Set to "settle" by the rule that records a run an earlier invocation's Slurm job ended
+# (train.smk's record_ended_run); the training rules leave it unset.
+EARLIER_ATTEMPT_ENV = "DLBENCH_EARLIER_ATTEMPT"
+
+
+def settles_earlier_attempt(env: dict | None = None) -> bool:
+    """What an earlier attempt left is to be recorded as Slurm ended it, not run again.
+
+    Only record_ended_run asks for this: it is planned for the runs an earlier invocation
+    left without launch.json. Evidence a training rule finds is its own invocation's earlier
+    attempt (Snakemake's --retries): moved aside, and the run starts again. Telling the two
+    apart by rule, not by Snakemake's attempt number, keeps that number out of every job's
+    resources (a per-job callable Snakemake evaluates for each of a grid's jobs)."""
     env = os.environ if env is None else env
-    try:
-        return max(1, int(env.get("DLBENCH_ATTEMPT", "1")))
-    except ValueError:
-        return 1
+    return env.get(EARLIER_ATTEMPT_ENV) == "settle"
 
 
 def distributed_from_environment(env: dict | None = None):

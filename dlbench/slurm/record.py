@@ -29,3 +29,8 @@ def write_record(run_dir: str | os.PathLike, record: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+def attempt_number(run_dir: str | os.PathLike) -> int:
+    """This attempt's number: one more than the earlier attempts moved to `attempt<k>/`."""
+    return 1 + sum(1 for path in Path(run_dir).glob("attempt[0-9]*") if path.is_dir())

@@ -23,9 +23,9 @@ from pathlib import Path
 from dlbench.launch.request import TIME_LIMIT_GRACE_S
 from dlbench.provenance import command_output
 from dlbench.runners import run_layout
-from dlbench.slurm.environment import job_id_from_environment, master_port, node_address, snakemake_attempt
+from dlbench.slurm.environment import job_id_from_environment, master_port, node_address
 from dlbench.slurm.hostlist import expand_hostlist, format_addresses, parse_node_addresses
-from dlbench.slurm.record import EXIT_CODE_FILE, write_record
+from dlbench.slurm.record import EXIT_CODE_FILE, attempt_number, write_record
 
 # srun's stderr when the cgroup OOM killer struck a task of the step.
 OOM_PATTERNS = ("oom-kill event", "Out Of Memory", "out-of-memory")
@@ -150,7 +150,7 @@ def launch(request, srun: list[str]) -> list[int | None]:
     if shutil.which("srun") is None:
         sys.exit("dlbench: --launcher srun: no srun on PATH")
     run_dir = Path(request.run_dir)
-    record = _start_record(job_id, request.coords.scale_obj, srun)
+    record = _start_record(job_id, request.coords.scale_obj, srun, attempt_number(run_dir))
     write_record(run_dir, record)
     print(f"[dlbench] Slurm job {job_id}: {' '.join(record['srun'])}", file=sys.stderr, flush=True)
     env = rank_environment(os.environ, record["master_addr"], record["master_port"], record["node_addresses"])
@@ -162,7 +162,7 @@ def launch(request, srun: list[str]) -> list[int | None]:
     return codes
 
 
-def _start_record(job_id: str, scale, srun: list[str]) -> dict:
+def _start_record(job_id: str, scale, srun: list[str], attempt: int) -> dict:
     """slurm.json before srun starts: the job, its first `scale.nodes` nodes, the rendezvous."""
     try:
         nodes = allocation_nodes(job_id)
@@ -175,7 +175,7 @@ def _start_record(job_id: str, scale, srun: list[str]) -> dict:
     return {
         "job_id": job_id,
         "cluster": os.environ.get("SLURM_CLUSTER_NAME"),
-        "attempt": snakemake_attempt(),
+        "attempt": attempt,
         "nodes": nodes,
         "node_addresses": addresses,
         "master_addr": addresses[nodes[0]],

@@ -49,7 +49,11 @@ def get_final_output():
     return ["results/report/index.html", *tables, *figures]
 
 
-def all_run_records():
+def all_run_records(wildcards=None):
+    """Every run's record. Rules that are not always in the DAG (runs, audit) take this
+    function, not its list: Snakemake makes a file object per listed path when it parses a
+    rule, 10 000 per rule for a large grid, but calls an input function only for a job.
+    """
     return RUN_RECORDS
 
 

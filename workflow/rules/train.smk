@@ -61,13 +61,10 @@ for shape, strategies in TRAIN_SHAPES.items():
         threads: threads_per_run()
         resources:
             **shape.resources(config["run"]),
-            dlbench_attempt=dlbench_jobs.known_signature(
-                lambda wildcards, attempt: attempt
-            ),
         params:
             command=train_command_param(shape_runs),
         shell:
-            "DLBENCH_ATTEMPT={resources.dlbench_attempt} {params.command} > {log} 2>&1"
+            "{params.command} > {log} 2>&1"
 
 
 # A run whose Slurm job ended (scancel, time limit, node failure) in an earlier invocation,
@@ -91,7 +88,7 @@ if ENDED_RUNS:
         params:
             command=train_command,
         shell:
-            "DLBENCH_ATTEMPT=1 {params.command} > {log} 2>&1"
+            "DLBENCH_EARLIER_ATTEMPT=settle {params.command} > {log} 2>&1"
 
     for shape in TRAIN_SHAPES:
         workflow.ruleorder("record_ended_run", shape.rule_name)
