@@ -22,7 +22,9 @@ reached. `--rounds N` runs exactly N rounds. Target: ratio ≥ 0.98.
 
 `--variant` (repeatable) runs the runner once per variant in every round, each with extra
 environment variables (e.g. `--variant waitall:DLBENCH_MXNET_SYNC=waitall --variant
-loss:DLBENCH_MXNET_SYNC=loss`); without it the one variant is "dlbench".
+loss:DLBENCH_MXNET_SYNC=loss`) or launcher options (items starting with `--`, e.g.
+`--variant compiled:--compile` runs PyTorch's runner with torch.compile); without it the one
+variant is "dlbench".
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ THROUGHPUT = re.compile(r"([0-9.]+) images/s|images_per_s=([0-9.]+)")
 FIRST_STEP = re.compile(r"first step ([0-9.]+) s")
 
 
-def run_dlbench(fw: str, args, extra_env: dict | None = None) -> float:
+def run_dlbench(fw: str, args, extra_env: dict | None = None, options: tuple[str, ...] = ()) -> float:
     coords = RunCoords(fw, args.model, "fp32", "synthetic", str(args.batch), "1x1", "single", 1)
     with tempfile.TemporaryDirectory() as root:
         cmd = [
@@ -67,6 +69,7 @@ def run_dlbench(fw: str, args, extra_env: dict | None = None) -> float:
             f"--image-size={args.image_size}",
             f"--threads={args.threads}",
             "--progress-every=0",
+            *options,
         ]
         subprocess.run(
             cmd,
@@ -230,12 +233,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    variants = {"dlbench": {}}
+    variants = {"dlbench": ({}, ())}
     if args.variant:
         variants = {}
         for text in args.variant:
             name, _, assignments = text.partition(":")
-            variants[name] = dict(a.split("=", 1) for a in assignments.split(",") if a)
+            items = [a for a in assignments.split(",") if a]
+            env = dict(a.split("=", 1) for a in items if not a.startswith("--"))
+            variants[name] = (env, tuple(a for a in items if a.startswith("--")))
     baselines = chosen_baselines(args.baseline, args.frameworks)
     for fw in args.frameworks:
         if not (REPO / ".venvs" / fw / "bin/python").exists():
@@ -248,7 +253,7 @@ def main() -> None:
         def run_arm(kind, name, fw=fw):
             if kind == "baseline":
                 return run_baseline(fw, name, args)
-            return run_dlbench(fw, args, variants[name]), None
+            return run_dlbench(fw, args, *variants[name]), None
 
         print_summary(fw, measure_framework(fw, baselines[fw], list(variants), args, run_arm), args)
 
