@@ -61,11 +61,18 @@ def code_sha256(repo: Path = REPO_ROOT) -> str:
     return digest.hexdigest()
 
 
+def env_lock(framework: str) -> str:
+    """The framework's env lock (a plug-in may share another's environment)."""
+    from dlbench.runners import env_name
+
+    return f"envs/{env_name(framework)}.txt"
+
+
 def build_inputs(framework: str, repo: Path = REPO_ROOT) -> dict:
     """What an image is built from, by sha256: a change to any of them is a new image."""
     return {
-        "env_lock": f"envs/{framework}.txt",
-        "env_lock_sha256": sha256_of(repo / "envs" / f"{framework}.txt"),
+        "env_lock": env_lock(framework),
+        "env_lock_sha256": sha256_of(repo / env_lock(framework)),
         "recipe": "containers/Containerfile",
         "recipe_sha256": sha256_of(repo / "containers" / "Containerfile"),
         "base_recipe_sha256": sha256_of(repo / "containers" / "base.sh"),
@@ -154,9 +161,9 @@ def fetch_wheels(framework: str, images: Path) -> Path:
     wheels.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes"]
     cmd += ["--only-binary=:all:", "--python-version", "3.11", "-d", str(wheels)]
-    out = subprocess.run([*cmd, "-r", str(REPO_ROOT / "envs" / f"{framework}.txt")], capture_output=True, text=True)
+    out = subprocess.run([*cmd, "-r", str(REPO_ROOT / env_lock(framework))], capture_output=True, text=True)
     if out.returncode != 0:
-        raise BuildError(f"pip download of envs/{framework}.txt failed: {out.stderr[-2000:]}")
+        raise BuildError(f"pip download of {env_lock(framework)} failed: {out.stderr[-2000:]}")
     return wheels
 
 
@@ -165,7 +172,8 @@ def stage(framework: str, directory: Path, inputs: dict, base: dict) -> Path:
     if directory.exists():
         shutil.rmtree(directory)
     (directory / "envs").mkdir(parents=True)
-    shutil.copy2(REPO_ROOT / "envs" / f"{framework}.txt", directory / "envs")
+    # Under the framework's name: the recipe installs envs/$FRAMEWORK.txt.
+    shutil.copy2(REPO_ROOT / env_lock(framework), directory / "envs" / f"{framework}.txt")
     shutil.copy2(REPO_ROOT / "pyproject.toml", directory)
     shutil.copytree(REPO_ROOT / "dlbench", directory / "dlbench", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy2(RECIPE, directory / "Containerfile")

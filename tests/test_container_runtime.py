@@ -35,6 +35,7 @@ def write_lock(images: Path, framework: str = "mxnet", **fields) -> dict:
         "framework": framework,
         "image": f"localhost/dlbench/{framework}:0123456789ab",
         "config_digest": DIGEST,
+        "env_lock": f"envs/{framework}.txt",
         "env_lock_sha256": images_sha(framework),
         "archive": f"{framework}.oci.tar",
         "sif": f"{framework}.sif",

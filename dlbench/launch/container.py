@@ -89,11 +89,11 @@ class Runtime:
 
     def check_env_lock(self) -> None:
         """An image built from another env lock than the repository's is stale: never silent."""
-        framework = self.request.coords.framework
-        current = REPO_ROOT / "envs" / f"{framework}.txt"
-        if current.exists() and self.lock.get("env_lock_sha256") != sha256_of(current):
+        framework, name = self.request.coords.framework, self.lock.get("env_lock") or ""
+        current = REPO_ROOT / name
+        if name and current.exists() and self.lock.get("env_lock_sha256") != sha256_of(current):
             raise ImageMismatch(
-                f"image {self.lock.get('image')} ({framework}) was built from envs/{framework}.txt sha256 "
+                f"image {self.lock.get('image')} ({framework}) was built from {name} sha256 "
                 f"{self.lock.get('env_lock_sha256')}, but the file is now sha256 {sha256_of(current)}: "
                 "rebuild it (snakemake podman_images)"
             )

@@ -44,7 +44,9 @@ rule podman_image:
     """
     input:
         base=os.path.join(IMAGE_STORE, "base.lock.json"),
-        env_lock=os.path.join(REPO, "envs", "{framework}.txt"),
+        env_lock=lambda wildcards: os.path.join(
+            REPO, dlbench_images.env_lock(wildcards.framework)
+        ),
         recipe=os.path.join(REPO, "containers", "Containerfile"),
         code=[str(path) for path in dlbench_images.code_files()],
     output:
