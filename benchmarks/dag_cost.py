@@ -1,7 +1,7 @@
 """DAG cost: `snakemake -n` of the CAICT 2020 grid and of a 10 000-run grid, each as a ratio
 to the trivial floor — a one-rule workflow with the same number of jobs.
 
-    .venvs/analysis/bin/python benchmarks/dag_cost.py [--repeats 3] [--grid caict2020|10k]
+    .venvs/analysis/bin/python benchmarks/dag_cost.py [--repeats 3] [--grid caict2020|10k] [--profile]
 
 Each grid is dry-run in an empty working directory (nothing exists yet, so every job is
 scheduled); the trivial workflow is generated in a temporary directory and dry-run the same
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pstats
 import re
 import resource
 import shutil
@@ -65,10 +66,23 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# Where a dry run's time goes (cProfile, cumulative): phase → (file name, function) of its root.
+PHASES = {
+    "parse the workflow": ("Snakefile", "<module>"),
+    "build the DAG": ("workflow.py", "_build_dag"),
+    "per-job dry-run record (log_info)": ("jobs.py", "log_info"),
+    "  of which: resources": ("rules.py", "expand_resources"),
+    "conda env per job": ("dag.py", "update_conda_envs"),
+    "whole run": ("cli.py", "main"),
+}
+PROFILE: Path | None = None  # set by --profile: dry runs write cProfile stats here
+
+
 def dry_run(snakefile: Path, work: Path, extra: list[str]) -> tuple[float, int, float]:
     """Wall seconds, jobs, CPU seconds (user + system: less disturbed by other load)."""
     # --rerun-triggers mtime: the profiles' setting (profiles/local, profiles/slurm).
-    command = [sys.executable, "-m", "snakemake", "-n", "-q", "rules", "--rerun-triggers", "mtime"]
+    profiler = ["-m", "cProfile", "-o", str(PROFILE)] if PROFILE else []
+    command = [sys.executable, *profiler, "-m", "snakemake", "-n", "-q", "rules", "--rerun-triggers", "mtime"]
     command += ["-s", str(snakefile), "-d", str(work)]
     start, cpu = time.perf_counter(), _children_cpu()
     out = subprocess.run(command + extra, capture_output=True, text=True, check=True, cwd=work).stdout
@@ -92,6 +106,32 @@ def trivial_dry_run(jobs: int) -> tuple[float, int, float]:
     if total != jobs:
         raise RuntimeError(f"trivial workflow planned {total} jobs, expected {jobs}")
     return elapsed, total, cpu
+
+
+def phase_seconds(stats_file: Path) -> dict[str, float]:
+    cumulative: dict[tuple[str, str], float] = {}
+    for (path, _, function), row in pstats.Stats(str(stats_file)).stats.items():
+        key = (os.path.basename(path), function)
+        cumulative[key] = max(cumulative.get(key, 0.0), row[3])
+    return {phase: cumulative.get(root, 0.0) for phase, root in PHASES.items()}
+
+
+def profile(name: str, config_path: Path) -> None:
+    """One profiled dry run of the grid and of the floor, side by side: seconds per phase."""
+    global PROFILE
+    with tempfile.TemporaryDirectory() as tmp:
+        PROFILE = Path(tmp) / "grid.prof"
+        _, jobs, _ = grid_dry_run(config_path)
+        grid = phase_seconds(PROFILE)
+        PROFILE = Path(tmp) / "floor.prof"
+        trivial_dry_run(jobs)
+        floor = phase_seconds(PROFILE)
+        PROFILE = None
+    excess = grid["whole run"] - floor["whole run"]
+    print(f"{name}: cProfile, {jobs} jobs (seconds inflated by the profiler alike on both sides)")
+    for phase in PHASES:
+        share = (grid[phase] - floor[phase]) / excess if excess > 0 else 0.0
+        print(f"   {phase:36s} grid {grid[phase]:7.2f}  floor {floor[phase]:7.2f}  share of the excess {share:6.1%}")
 
 
 def compare(name: str, config_path: Path, repeats: int) -> None:
@@ -121,6 +161,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--grid", choices=["caict2020", "10k"], action="append", help="default: both")
+    p.add_argument("--profile", action="store_true", help="also one cProfile'd run of each: seconds per phase")
     args = p.parse_args()
     sinfo = subprocess.run("timeout 3 sinfo -h >/dev/null 2>&1", shell=True, check=False).returncode == 0
     has_sinfo = shutil.which("sinfo") is not None
@@ -131,6 +172,8 @@ def main() -> None:
         grids = {"caict2020": REPO / "config/grids/caict2020.yaml", "10k": big}
         for name in args.grid or list(grids):
             compare(name, grids[name], args.repeats)
+            if args.profile:
+                profile(name, grids[name])
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
