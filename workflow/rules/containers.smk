@@ -31,7 +31,7 @@ rule podman_base:
     localrule: True
     conda:
         ANALYSIS_ENV
-    threads: workflow.cores
+    threads: threads_per_run()
     params:
         python=sys.executable,
     shell:
@@ -56,7 +56,7 @@ rule podman_image:
     localrule: True
     conda:
         ANALYSIS_ENV
-    threads: workflow.cores
+    threads: threads_per_run()
     params:
         python=sys.executable,
     shell:
