@@ -20,8 +20,11 @@ CONFIG_SCHEMA = os.path.join(REPO, "workflow", "schemas", "config.schema.yaml")
 
 @functools.cache
 def _load_schema(schema_path: str) -> dict:
+    # libyaml's loader where PyYAML has it: the pure-Python one takes a tenth of a second
+    # for this schema, on every `snakemake` invocation.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(schema_path) as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=loader)  # noqa: S506 (a safe loader)
 
 
 def schema_defaults(*keys: str, schema_path: str = CONFIG_SCHEMA) -> dict:
@@ -58,17 +61,18 @@ def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None
 
 
 def checked_grid(config: dict, fill_defaults: Callable[[dict], None]):
-    """The config's grid (dlbench.grid.Grid) after every check, in order: the schema (one
-    short message naming the key and the bad value), `fill_defaults` (the workflow's:
-    Snakemake's validate, which also fills in the schema's defaults), what the schema cannot
-    say (relations between `data` keys, the grid's cross-references). Raises ValueError."""
+    """The config's grid (dlbench.grid.Grid) after every check, in order: `fill_defaults`
+    (the workflow's: Snakemake's validate, which also fills in the schema's defaults; when it
+    fails, the schema's one short message naming the key and the bad value), what the schema
+    cannot say (relations between `data` keys, the grid's cross-references). Raises ValueError."""
     from dlbench import grid
     from dlbench.data import paths
 
-    problem = schema_problem(config)
-    if problem:
-        raise grid.ConfigError(problem)
-    fill_defaults(config)
+    try:
+        fill_defaults(config)
+    except Exception as error:  # noqa: BLE001 (whatever the workflow's validator raises)
+        # The schema check again, for its one short message (validating once when all is well).
+        raise grid.ConfigError(schema_problem(config) or str(error)) from None
     problem = paths.config_problem(config)
     if problem:
         raise grid.ConfigError(problem)
