@@ -11,7 +11,10 @@ local subprocesses, or `srun` inside a Slurm allocation), waits for them and wri
 `launch.json` (record.py: rank exit codes, wall time, Slurm's verdict): the file Snakemake
 tracks. As a rank (placed by its launcher's environment) it runs `dlbench.worker.run_rank`,
 which writes `rank<k>.steps.jsonl`; a helper rank (beyond the layout's step logs) runs the
-framework module's `serve()` instead and writes no step log (run.py).
+framework module's `serve()` instead and writes no step log (run.py). With `--container
+podman|apptainer` (container.py) the launcher first checks the framework's image against its
+lock, then starts every rank inside that image, one container per rank; an image that is not
+the pinned one starts no rank and `launch.json` says why.
 
 A failed, OOM or killed run is a result, not an error: the launcher exits 0 once it has
 written `launch.json`, so Snakemake never deletes the raw logs of a failed run and the
