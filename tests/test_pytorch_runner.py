@@ -1,6 +1,7 @@
 """The PyTorch runner for real, in its own environment (built by tools/test.sh)."""
 
 import json
+import math
 import subprocess
 
 import pytest
@@ -155,3 +156,15 @@ def test_dali_only_on_cuda_when_installed_and_not_switched_off(monkeypatch):
     monkeypatch.delenv("DLBENCH_DALI")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert pytorch.use_dali("cuda") is False
+
+
+@needs_env
+def test_compiled_run_compiles_the_model_and_the_optimizer_step(tmp_path):
+    # AlexNet: the smallest graph to compile (about 20 s here); 64 px is its smallest size.
+    result = launch(tmp_path / "run", "--compile", "--image-size", "64", model="alexnet", batch=2, steps=(1, 4))
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    assert log.header["framework"]["torch_compile"] == "model and optimizer step"
+    losses = [s["loss"] for s in log.steps]
+    assert all(math.isfinite(loss) for loss in losses) and len(set(losses)) > 1  # it trains
