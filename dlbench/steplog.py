@@ -15,6 +15,7 @@ records by hand, which keeps reading 10,000 logs fast.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -63,6 +64,10 @@ class Header:
         return {"type": "header", "schema": SCHEMA, **dataclasses.asdict(self)}
 
 
+class StepLogWriteError(OSError):
+    """A step log that could not be written (disk full, quota, I/O error); names the file."""
+
+
 class StepLogWriter:
     """Writes one rank's step log; refuses to overwrite an existing log.
 
@@ -76,27 +81,41 @@ class StepLogWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # "x": never overwrite a raw log, whatever happens upstream.
-        self._file = open(self.path, "x", encoding="utf-8")
+        self._file = self._io(lambda: open(self.path, "x", encoding="utf-8"))
         self._write(header.record() if isinstance(header, Header) else {"type": "header", "schema": SCHEMA, **header})
-        self._file.flush()
+        self._io(self._file.flush)
         self._closed = False
 
+    def _io(self, action):
+        """`action()`; an OSError other than an existing log becomes a StepLogWriteError."""
+        try:
+            return action()
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise StepLogWriteError(exc.errno, f"cannot write step log {self.path}: {exc.strerror}") from exc
+
     def _write(self, record: dict) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        self._io(lambda: self._file.write(line))
 
     def write_steps(self, steps: list[dict]) -> None:
         for step in steps:
             self._write({"type": "step", **step})
-        self._file.flush()
+        self._io(self._file.flush)
 
     def close(self, status: str, error: str | None = None, **extra) -> None:
         if self._closed:
             return
         if status not in STATUSES:
             raise ValueError(f"unknown step-log status {status!r}")
-        self._write({"type": "footer", "status": status, "error": error, **extra})
-        self._file.close()
         self._closed = True
+        try:
+            self._write({"type": "footer", "status": status, "error": error, **extra})
+            self._io(self._file.close)
+        finally:
+            with contextlib.suppress(OSError):  # a failed flush leaves the file open
+                self._file.close()
         # Raw logs are evidence: make them read-only once complete.
         os.chmod(self.path, 0o444)
 
@@ -187,7 +206,9 @@ def _parse_line(line: str, lineno: int, truncated: bool) -> tuple[dict | None, s
     try:
         record = json.loads(line)
     except json.JSONDecodeError:
-        return None, f"truncated last line (line {lineno})" if truncated else f"invalid JSON on line {lineno}"
+        if truncated:
+            return None, f"truncated last line (line {lineno}): writing stopped mid-record (disk full, or killed)"
+        return None, f"invalid JSON on line {lineno}"
     if not isinstance(record, dict):
         return None, f"line {lineno} is not a JSON object"
     return record, None

@@ -19,7 +19,10 @@ import traceback
 from dlbench import __version__
 from dlbench.runners import framework_module
 from dlbench.runners.base import RunSpec
-from dlbench.steplog import Header, StepLogWriter
+from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
+
+# run_rank's answer when the step log could not be written: the rank's exit code is 1.
+LOG_NOT_WRITTEN = "log not written"
 
 clock = time.perf_counter  # monotonic, highest resolution available
 
@@ -127,7 +130,8 @@ def run_rank(
     provenance: dict | None = None,
     memory_cap_mb: int = 0,
 ) -> str:
-    """Run one rank and write its step log. Returns the footer status; never raises."""
+    """Run one rank and write its step log. Returns the footer status, or LOG_NOT_WRITTEN
+    when the log could not be written (disk full...); never raises."""
     signal.signal(signal.SIGTERM, _raise_cancelled)
     if time_limit_s:
         signal.signal(signal.SIGALRM, _raise_time_limit)
@@ -153,17 +157,22 @@ def run_rank(
             traceback.print_exc()
     finally:
         signal.alarm(0)
-        if writer is None:
-            writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
-        writer.write_steps(steps)
-        writer.close(
-            status,
-            error,
-            end_time=_utc_now(),
-            steps_completed=len(steps),
-            max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            memory_cap_mb=memory_cap_mb or None,
-        )
+        try:
+            if writer is None:
+                writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
+            writer.write_steps(steps)
+            writer.close(
+                status,
+                error,
+                end_time=_utc_now(),
+                steps_completed=len(steps),
+                max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                memory_cap_mb=memory_cap_mb or None,
+            )
+        except StepLogWriteError as exc:
+            # What was written stays (no footer: never read as valid); the rank exits non-zero.
+            print(f"[dlbench] rank {spec.dist.rank}: {exc}", file=sys.stderr, flush=True)
+            status = LOG_NOT_WRITTEN
         if runner is not None:
             # Teardown of a broken process group must not hide the status.
             with contextlib.suppress(Exception):

@@ -8,6 +8,7 @@ and (srun) `slurm_verdict`, Slurm's status and reason for a job it ended or OOM-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -51,7 +52,19 @@ def write_launch_record(
         record["container"] = container
     if refused:
         record["verdict"] = {"status": "failed", "reason": refused}
-    (run_dir / RECORD_NAME).write_text(json.dumps(record, indent=1) + "\n")
+    _write_atomically(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """The whole record or none: Snakemake takes an existing launch.json as a finished run."""
+    partial = target.with_name(target.name + ".partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        sys.exit(f"dlbench: cannot write {target}: {exc.strerror} (the run's step logs are kept)")
 
 
 def slurm_verdict(run_dir: str | os.PathLike) -> tuple[str | None, str]:

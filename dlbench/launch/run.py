@@ -16,7 +16,7 @@ from dlbench.models import CATALOGUE
 from dlbench.runners import run_layout
 from dlbench.runners.base import Distributed, RunSpec
 from dlbench.steplog import rank_log_name
-from dlbench.worker import run_rank
+from dlbench.worker import LOG_NOT_WRITTEN, run_rank
 
 
 def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
@@ -63,7 +63,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
 
         return framework_module(spec.coords.framework).serve(spec, time_limit_s=request.time_limit)
     log_path = Path(request.run_dir) / rank_log_name(dist.rank)
-    run_rank(
+    status = run_rank(
         spec,
         protocol,
         str(log_path),
@@ -72,7 +72,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
         provenance=provenance.collect(request.env_lock),
         memory_cap_mb=request.memory_cap_mb,
     )
-    return 0
+    return 1 if status == LOG_NOT_WRITTEN else 0
 
 
 def run_as_launcher(request: LaunchRequest) -> int:
