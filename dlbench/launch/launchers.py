@@ -15,6 +15,7 @@ import time
 
 from dlbench import slurm
 from dlbench.launch.container import runtime_for
+from dlbench.launch.record import rank_death
 from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest, registrar
 from dlbench.runners import run_layout
 from dlbench.runners.base import Distributed
@@ -170,18 +171,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_ranks(procs: list[subprocess.Popen], stop_after_s: int | None) -> list[int | None]:
-    """Wait for every rank; past `stop_after_s` kill those left (their exit code: None)."""
+# After a rank died (a signal, or a non-zero exit: ranks exit 0 and leave their status in
+# their step log), how long the others get to end on their own before the launcher stops them:
+# a survivor blocked in a collective on its dead peer would otherwise wait for the time limit.
+RANK_DEATH_GRACE_S = 10.0
+POLL_S = 0.2
+
+
+def wait_for_ranks(
+    procs: list[subprocess.Popen], stop_after_s: int | None, grace_s: float = RANK_DEATH_GRACE_S
+) -> list[int | None]:
+    """Wait for every rank; past `stop_after_s`, or `grace_s` after a rank died while others
+    still run, stop those left (their exit code: None)."""
     deadline = time.monotonic() + stop_after_s if stop_after_s else None
-    killed = set()
-    for proc in procs:
-        remaining = None if deadline is None else max(1.0, deadline - time.monotonic())
-        try:
-            proc.wait(timeout=remaining)
-        except subprocess.TimeoutExpired:
-            killed |= {j for j, other in enumerate(procs) if other.poll() is None}
-            stop([procs[j] for j in killed])
-    return [None if i in killed else p.returncode for i, p in enumerate(procs)]
+    grace_end = None
+    while None in [proc.poll() for proc in procs]:  # a list: every rank polled, every time
+        now = time.monotonic()
+        dead = [i for i, proc in enumerate(procs) if proc.returncode not in (None, 0)]
+        if dead and grace_end is None:
+            grace_end = now + grace_s
+            print(
+                f"[dlbench] {rank_death(procs[dead[0]].returncode, dead[0])}: the other ranks get {grace_s:.0f} s "
+                "to end, then the launcher stops them",
+                file=sys.stderr,
+                flush=True,
+            )
+        if (deadline is not None and now >= deadline) or (grace_end is not None and now >= grace_end):
+            left = [i for i, proc in enumerate(procs) if proc.poll() is None]
+            stop([procs[i] for i in left])
+            return [None if i in left else proc.returncode for i, proc in enumerate(procs)]
+        time.sleep(POLL_S)
+    return [proc.returncode for proc in procs]
 
 
 def stop(procs: list[subprocess.Popen], grace_s: float = 10) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -52,7 +53,29 @@ def write_launch_record(
         record["container"] = container
     if refused:
         record["verdict"] = {"status": "failed", "reason": refused}
+    elif not slurm_verdict and (died := rank_deaths(exit_codes)):
+        record["verdict"] = {"status": "killed", "reason": died}
     _write_atomically(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
+
+
+def rank_death(code: int, rank: int) -> str:
+    """'rank 1 ended by SIGKILL' / 'rank 0 exited with code 1'."""
+    if code < 0:
+        try:
+            return f"rank {rank} ended by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"rank {rank} ended by signal {-code}"
+    return f"rank {rank} exited with code {code}"
+
+
+def rank_deaths(exit_codes: list) -> str:
+    """What ended the ranks that did not exit 0 (ranks leave their status in their step log
+    and exit 0), e.g. 'rank 1 ended by SIGKILL; the launcher stopped rank 0'; '' if none."""
+    died = [rank_death(code, rank) for rank, code in enumerate(exit_codes) if code not in (None, 0)]
+    if not died:
+        return ""
+    stopped = [str(rank) for rank, code in enumerate(exit_codes) if code is None]
+    return "; ".join(died + ([f"the launcher stopped rank {', '.join(stopped)}"] if stopped else []))
 
 
 def _write_atomically(target: Path, text: str) -> None:
