@@ -4,10 +4,12 @@
 # network, the analysis takes seconds. Training runs and batch searches are submitted.
 
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 
 from dlbench import config as dlbench_config
+from dlbench import workdir_owner
 
 # Snakemake's own message for a config file that does not parse names neither file nor line.
 DEFAULT_CONFIGFILE = "config/config.yaml"
@@ -18,6 +20,23 @@ if os.path.exists(DEFAULT_CONFIGFILE):
 
 
 configfile: DEFAULT_CONFIGFILE
+
+
+# Snakemake's lock message does not say who holds the directory: say it first.
+if not workflow.remote_exec and (HOLDER := workdir_owner.holder()):
+    print(HOLDER, file=sys.stderr)
+
+
+onstart:
+    workdir_owner.claim()
+
+
+onsuccess:
+    workdir_owner.release()
+
+
+onerror:
+    workdir_owner.release()
 
 
 include: "workflow/rules/common.smk"
