@@ -114,8 +114,12 @@ def env_name(framework: str) -> str:
 
 @functools.cache
 def _process_layout(framework: str, strategy: str) -> ProcessLayout:
-    record = capabilities(framework).strategy(strategy)
-    return ProcessLayout.PER_DEVICE if record is None else record.layout
+    """A strategy the framework does not offer (the grid refuses it; a hand-made launch may
+    not) runs a process per device, whose runner fails naming it in its step log."""
+    caps = capabilities(framework)
+    if strategy not in caps.strategy_names:
+        return ProcessLayout.PER_DEVICE
+    return caps.strategy(strategy).layout
 
 
 @functools.cache
