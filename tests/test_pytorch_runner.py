@@ -100,10 +100,11 @@ def test_ddp_two_processes_each_write_a_log(tmp_path):
 def test_existing_raw_logs_are_never_overwritten(tmp_path):
     assert launch(tmp_path / "run").returncode == 0
     before = (tmp_path / "run/rank0.steps.jsonl").read_bytes()
-    (tmp_path / "run/launch.json").unlink()
+    (tmp_path / "run/launch.json").unlink()  # as an interrupted attempt leaves it
     again = launch(tmp_path / "run")
-    assert again.returncode != 0 and "never overwrites raw logs" in again.stderr
-    assert (tmp_path / "run/rank0.steps.jsonl").read_bytes() == before
+    assert again.returncode == 0 and "kept in attempt1/" in again.stderr
+    assert (tmp_path / "run/attempt1/rank0.steps.jsonl").read_bytes() == before
+    assert read_steplog(tmp_path / "run/rank0.steps.jsonl").status == "ok"  # the new attempt's
 
 
 @needs_env

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dlbench.launch.request import LaunchRequest
 from dlbench.runners import run_layout
+from dlbench.slurm.record import attempt_number
 from dlbench.steplog import rank_log_name
 
 RECORD_NAME = "launch.json"
@@ -76,6 +77,19 @@ def rank_deaths(exit_codes: list) -> str:
         return ""
     stopped = [str(rank) for rank, code in enumerate(exit_codes) if code is None]
     return "; ".join(died + ([f"the launcher stopped rank {', '.join(stopped)}"] if stopped else []))
+
+
+def set_aside_earlier_attempt(run_dir: Path) -> Path | None:
+    """An earlier attempt's rank files (an interrupted run: no launch.json) moved whole to
+    `attempt<k>/`, so that a new attempt never overwrites a raw log; None if there were none."""
+    files = sorted(path for path in run_dir.glob("rank*") if path.is_file())
+    if not files:
+        return None
+    target = run_dir / f"attempt{attempt_number(run_dir)}"
+    target.mkdir()
+    for path in files:
+        os.replace(path, target / path.name)
+    return target
 
 
 def _write_atomically(target: Path, text: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from dlbench import provenance
 from dlbench.launch.container import ImageMismatch
 from dlbench.launch.launchers import launcher_for, this_rank
-from dlbench.launch.record import write_launch_record
+from dlbench.launch.record import set_aside_earlier_attempt, write_launch_record
 from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.runners import run_layout
@@ -82,11 +82,12 @@ def run_as_launcher(request: LaunchRequest) -> int:
     if recorded is not None:
         write_launch_record(request, recorded, time.monotonic(), launcher.verdict())
         return 0
-    existing = sorted(run_dir.glob("rank*.steps.jsonl"))
-    if existing:
-        sys.exit(
-            f"dlbench: raw step logs already exist in {run_dir} ({existing[0].name}); dlbench never "
-            "overwrites raw logs: move that directory away to run this cell again"
+    moved = set_aside_earlier_attempt(run_dir)
+    if moved:
+        print(
+            f"[dlbench] {run_dir}: an earlier attempt ended without launch.json (interrupted); its files "
+            f"are kept in {moved.name}/ and the run starts again",
+            file=sys.stderr,
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
