@@ -119,3 +119,41 @@ def test_sharded_across_two_nodes_started_like_srun(tmp_path):
     assert all(log.valid and log.status == "ok" for log in logs), [log.footer for log in logs]
     assert [log.header["framework"]["processes"] for log in logs] == [2, 2]
     assert [s["loss"] for s in logs[0].steps] == [s["loss"] for s in logs[1].steps]  # one global loss
+
+
+@needs_env
+@pytest.mark.slow
+def test_resnet50_through_the_pipeline_with_na_cells_named(tmp_path):
+    """plan → train → aggregate → report with JAX alone: numbers for ResNet-50 on one and two
+    devices; InceptionV3 and real data stay in the tables as N/A with the runner's reasons."""
+    import pandas as pd
+    import yaml
+
+    from tests.test_end_to_end import snakemake
+
+    grid = {
+        "frameworks": ["jax"],
+        "models": ["resnet50", "inception_v3"],
+        "precision": ["fp32"],
+        "data": ["synthetic", "real"],
+        "batch_per_device": [4],
+        "scales": ["1x1", "1x2"],
+        "strategies": {"jax": ["sharded"]},
+        "exclude": [],
+    }
+    tiny = {
+        "grid": grid,
+        "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 1},
+        "run": {"image_size": 64, "threads": 2, "progress_every": 1},
+    }
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    result = snakemake(tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    cells = pd.read_csv(tmp_path / "results/tables/cells.csv", dtype={"batch": str})
+    measured = cells[(cells["model"] == "resnet50") & (cells["data"] == "synthetic")]
+    assert (measured["status"] == "ok").all() and (measured["throughput"] > 0).all(), measured["reason"]
+    na = cells[cells["status"] == "unavailable"]
+    assert len(na) == 6 and na["reason"].str.contains("Flax InceptionV3|real-data input pipeline").all()
+    assert "JAX jit over a device mesh" in (tmp_path / "results/report/index.html").read_text()
