@@ -1,0 +1,94 @@
+"""The pipeline is interrupted mid-grid (SIGINT, then SIGKILL of snakemake) and started again.
+
+What a user must see: after `snakemake --unlock` (which the second start asks for), the same
+command finishes the grid; the run that had finished is kept byte for byte (not redone), the
+interrupted run's files are kept in `attempt<k>/` and it is run again, nothing is duplicated.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO, framework_python
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.slow,
+    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
+]
+
+GRID = {
+    "grid": {
+        "frameworks": ["pytorch"],
+        "models": ["resnet50"],
+        "data": ["synthetic"],
+        "batch_per_device": [2],
+        "scales": ["1x1"],
+        "exclude": [],
+    },
+    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 60, "repeats": 2},
+    "run": {"image_size": 32, "threads": 2, "progress_every": 0},
+}
+TARGET = "results/tables/cells.csv"
+
+
+def snakemake(workdir, *extra):
+    cmd = [sys.executable, "-m", "snakemake", TARGET, *extra, "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    return cmd + ["--profile", str(REPO / "profiles/local"), "--configfile", str(workdir / "grid.yaml")]
+
+
+def run_dir(workdir, repeat):
+    return workdir / f"results/runs/pytorch/resnet50/fp32/synthetic/bs2/1x1/single/rep{repeat}"
+
+
+def wait_for(condition, proc, what, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"snakemake ended before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.3)
+
+
+def test_an_interrupted_grid_finishes_on_the_next_start(tmp_path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(GRID))
+    with open(tmp_path / "first.log", "wb") as log:
+        first = subprocess.Popen(snakemake(tmp_path), cwd=tmp_path, stdout=log, stderr=log)
+    try:
+        runs = [run_dir(tmp_path, r) for r in (1, 2)]
+        wait_for(lambda: any((d / "launch.json").exists() for d in runs), first, "a finished run")
+        done = next(d for d in runs if (d / "launch.json").exists())
+        wait_for(lambda: any((d / "rank0.steps.jsonl").exists() for d in runs if d != done), first, "a second run")
+        first.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        first.kill()
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    deadline = time.monotonic() + 60  # the interrupted run's own processes end on Snakemake's SIGINT
+    while subprocess.run(["pgrep", "-f", str(tmp_path / "results")], capture_output=True).returncode == 0:
+        if time.monotonic() > deadline:
+            subprocess.run(["pkill", "-9", "-f", str(tmp_path / "results")], check=False)
+        time.sleep(0.5)
+    kept = {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()}
+
+    refused = subprocess.run(snakemake(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "--unlock" in refused.stderr
+    subprocess.run(snakemake(tmp_path, "--unlock"), cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    again = subprocess.run(snakemake(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-4000:]
+
+    assert {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()} == kept  # not redone
+    cells = pd.read_csv(tmp_path / TARGET)
+    assert cells["status"].tolist() == ["ok"] and cells["n"].tolist() == [2]  # every repeat, once
+    interrupted = next(d for d in runs if d != done)
+    if (interrupted / "attempt1").is_dir():  # it was stopped before its launch.json: set aside, redone
+        assert os.listdir(interrupted / "attempt1")
