@@ -172,13 +172,14 @@ class Deployment:
     def software_inputs(self, wildcards) -> list:
         """What a training job runs in: its image (run.container: the lock, and the .sif for
         Apptainer; --sdm apptainer: the verified image), else its venv (unless built)."""
+        # Never ancient(): Snakemake 9 leaves out a job whose ancient input is being rebuilt
+        # (and every job after it), and exits 0 (docs/reliability.md).
         if self.runtime != "none":
-            # Not ancient: Snakemake leaves out a job whose ancient input is being rebuilt.
             sif = [os.path.join(self.image_store, f"{wildcards.framework}.sif")]
             return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
         if self.apptainer:
             return self.image_inputs(wildcards)
-        return [] if self.venv_built(wildcards) else [ancient(self.venv_stamp(wildcards))]
+        return [] if self.venv_built(wildcards) else [self.venv_stamp(wildcards)]
 
     # ---- the training command ----
 

@@ -77,3 +77,32 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
         assert apply_wildcards(template, run) == command
         assert f"--run-dir results/runs/{framework}/resnet50/fp32/synthetic/bs8/1x2/{strategy}/rep3" in command
     assert ("'/tmp/a repo'\"'\"'s copy/envs/mxnet.txt'" in command) == (repo != REPO)
+
+
+def test_stale_environments_are_rebuilt_and_every_job_still_planned(tmp_path):
+    """Environments older than their locks: the dry run plans their rebuild and every job after
+    it. (An ancient() input that is being rebuilt made Snakemake leave out every job after it.)"""
+    import subprocess
+    import sys
+
+    venvs = tmp_path / "venvs"
+    for name in ("pytorch", "tensorflow", "mxnet"):
+        (venvs / name).mkdir(parents=True)
+        (venvs / name / ".dlbench-env").touch()
+        os.utime(venvs / name / ".dlbench-env", (946684800, 946684800))  # 2000: older than any lock
+    work = tmp_path / "work"
+    (work / "config").mkdir(parents=True)
+    (work / "config/config.yaml").write_text(open(os.path.join(REPO, "config/config.yaml")).read())
+    command = [sys.executable, "-m", "snakemake", "-n", "-q", "rules", "-s", os.path.join(REPO, "Snakefile")]
+    result = subprocess.run(
+        [*command, "-d", str(work), "--rerun-triggers", "mtime"],
+        env={**os.environ, "DLBENCH_VENVS": str(venvs)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    counts = dict(line.split() for line in output.splitlines() if len(line.split()) == 2)
+    assert counts["framework_env"] == "3" and counts["report_document"] == "1", output
+    assert int(counts["train_1x1"]) > 0 and counts["model_flops"] == "1"

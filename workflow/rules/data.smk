@@ -41,7 +41,7 @@ rule generate_images:
 rule tfrecords:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(FORMAT_ENVS["tfrecord"])),
+        env=framework_env(FORMAT_ENVS["tfrecord"]),
     output:
         data_paths.format_files("tfrecord", config),
     log:
@@ -66,7 +66,7 @@ rule tfrecords:
 rule imagefolder:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(FORMAT_ENVS["imagefolder"])),
+        env=framework_env(FORMAT_ENVS["imagefolder"]),
     output:
         data_paths.format_files("imagefolder", config),
     log:
@@ -87,7 +87,7 @@ rule imagefolder:
 rule recordio:
     input:
         source=data_paths.images_source(config),
-        env=ancient(framework_env(FORMAT_ENVS["recordio"])),
+        env=framework_env(FORMAT_ENVS["recordio"]),
     output:
         data_paths.format_files("recordio", config),
     log:
@@ -111,7 +111,7 @@ rule recordio:
 rule bert_data:
     input:
         corpus=[TEXT_SETTINGS["corpus"]] if TEXT_SETTINGS["corpus"] else [],
-        env=ancient(framework_env(FORMAT_ENVS["bert"])),
+        env=framework_env(FORMAT_ENVS["bert"]),
     output:
         data_paths.format_files(data_paths.TEXT_FORMAT, config),
     log:

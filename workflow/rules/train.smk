@@ -18,7 +18,7 @@ ENDED_RUNS = (
 
 rule find_max_batch:
     input:
-        env=lambda wildcards: ancient(framework_env(wildcards)),
+        env=framework_env,
     output:
         MAX_BATCH_TEMPLATE,
     log:
