@@ -35,8 +35,6 @@ class DeploymentError(ValueError):
     pass
 
 
-# Asked once per framework, strategy and devices per node (a capabilities lookup), not per job.
-_processes_per_node = functools.cache(processes_per_node)
 # A framework's environment (its capabilities' env: a plug-in may share one); an
 # environment's own name (envs.smk, data.smk) stays itself.
 _env_name = functools.cache(lambda name: env_name(name) if name in framework_names() else name)
@@ -226,7 +224,7 @@ class Deployment:
         if run["data_workers"]:
             return run["data_workers"]
         per_node = Scale.parse(wildcards.scale).devices_per_node
-        processes = _processes_per_node(wildcards.framework, wildcards.strategy, per_node)
+        processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
         return max(1, run["threads"] // processes)
 
     def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:

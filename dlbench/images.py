@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from dlbench import __version__
+from dlbench.files import write_atomically
 from dlbench.launch.container import lock_path, podman_base, sha256_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,9 +112,7 @@ def image_id(images: Path, ref: str) -> str | None:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=1) + "\n")
-    tmp.replace(path)
+    write_atomically(path, json.dumps(value, indent=1) + "\n")
 
 
 def _now() -> str:

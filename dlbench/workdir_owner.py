@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench.files import write_atomically
+
 OWNER_FILE = Path(".snakemake") / "dlbench-owner.json"
 LOCKS = Path(".snakemake") / "locks"
 
@@ -30,9 +32,7 @@ def claim(workdir: str | os.PathLike = ".") -> None:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": shlex.join(sys.argv),
     }
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(record) + "\n")
-    os.replace(partial, path)
+    write_atomically(path, json.dumps(record) + "\n")
 
 
 def release(workdir: str | os.PathLike = ".") -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 
+from dlbench.files import write_atomically
 from dlbench.provenance import sha256_file
 
 MANIFEST_NAME = "manifest.json"
@@ -41,10 +42,7 @@ def write_manifest(directory: str | os.PathLike, manifest: dict) -> dict:
     """Write `manifest.json` last (atomically): its presence says the outputs are complete."""
     path = os.path.join(directory, MANIFEST_NAME)
     manifest = {"schema": MANIFEST_SCHEMA, **manifest}
-    with open(path + ".tmp", "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
+    write_atomically(path, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 
 

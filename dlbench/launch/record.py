@@ -8,7 +8,6 @@ and (srun) `slurm_verdict`, Slurm's status and reason for a job it ended or OOM-
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench.files import set_aside, write_atomically
 from dlbench.launch.request import LaunchRequest
 from dlbench.runners import run_layout
 from dlbench.slurm.record import attempt_number
@@ -56,7 +56,7 @@ def write_launch_record(
         record["verdict"] = {"status": "failed", "reason": refused}
     elif not slurm_verdict and (died := rank_deaths(exit_codes)):
         record["verdict"] = {"status": "killed", "reason": died}
-    _write_atomically(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
+    _write_record(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
 
 
 def rank_death(code: int, rank: int) -> str:
@@ -83,24 +83,14 @@ def set_aside_earlier_attempt(run_dir: Path) -> Path | None:
     """An earlier attempt's rank files (an interrupted run: no launch.json) moved whole to
     `attempt<k>/`, so that a new attempt never overwrites a raw log; None if there were none."""
     files = sorted(path for path in run_dir.glob("rank*") if path.is_file())
-    if not files:
-        return None
-    target = run_dir / f"attempt{attempt_number(run_dir)}"
-    target.mkdir()
-    for path in files:
-        os.replace(path, target / path.name)
-    return target
+    return set_aside(run_dir, files, attempt_number(run_dir)) if files else None
 
 
-def _write_atomically(target: Path, text: str) -> None:
+def _write_record(target: Path, text: str) -> None:
     """The whole record or none: Snakemake takes an existing launch.json as a finished run."""
-    partial = target.with_name(target.name + ".partial")
     try:
-        partial.write_text(text)
-        os.replace(partial, target)
+        write_atomically(target, text)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            partial.unlink()
         sys.exit(f"dlbench: cannot write {target}: {exc.strerror} (the run's step logs are kept)")
 
 

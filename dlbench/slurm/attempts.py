@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench.files import set_aside
 from dlbench.slurm.environment import job_id_from_environment, settles_earlier_attempt
 from dlbench.slurm.record import RECORD, attempt_number, read_record, write_record
 from dlbench.slurm.srun import query
@@ -132,15 +133,8 @@ def _final_state(run_dir: Path, job_id: str | None) -> dict:
 
 def _move_aside(run_dir: Path, record: dict) -> None:
     """Snakemake's retry: the earlier attempt's files go to `attempt<k>/`."""
-    previous = int(record.get("attempt") or attempt_number(run_dir))
-    target = run_dir / f"attempt{previous}"
-    while target.exists():
-        previous += 1
-        target = run_dir / f"attempt{previous}"
-    target.mkdir()
     write_record(run_dir, record)
-    for path in _evidence(run_dir):
-        os.replace(path, target / path.name)
+    target = set_aside(run_dir, _evidence(run_dir), int(record.get("attempt") or attempt_number(run_dir)))
     print(f"[dlbench] retry: the earlier attempt's files are in {target}", file=sys.stderr)
 
 

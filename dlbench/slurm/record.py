@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+from dlbench.files import write_atomically
+
 RECORD = "slurm.json"
 # Each rank's shell leaves its exit status here (srun_command); the launcher collects them.
 EXIT_CODE_FILE = "rank{rank}.exitcode"
@@ -25,10 +27,7 @@ def read_record(run_dir: str | os.PathLike) -> dict | None:
 
 
 def write_record(run_dir: str | os.PathLike, record: dict) -> None:
-    path = Path(run_dir) / RECORD
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomically(Path(run_dir) / RECORD, json.dumps(record, indent=1) + "\n")
 
 
 def attempt_number(run_dir: str | os.PathLike) -> int:

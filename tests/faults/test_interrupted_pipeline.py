@@ -8,14 +8,13 @@ interrupted run's files are kept in `attempt<k>/` and it is run again, nothing i
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import REPO, framework_python
+from tests.conftest import framework_python
+from tests.faults.pipeline import pytorch_grid, snakemake
 
 pytestmark = [
     pytest.mark.faults,
@@ -23,24 +22,7 @@ pytestmark = [
     pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
 ]
 
-GRID = {
-    "grid": {
-        "frameworks": ["pytorch"],
-        "models": ["resnet50"],
-        "data": ["synthetic"],
-        "batch_per_device": [2],
-        "scales": ["1x1"],
-        "exclude": [],
-    },
-    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 60, "repeats": 2},
-    "run": {"image_size": 32, "threads": 2, "progress_every": 0},
-}
 TARGET = "results/tables/cells.csv"
-
-
-def snakemake(workdir, *extra):
-    cmd = [sys.executable, "-m", "snakemake", TARGET, *extra, "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
-    return cmd + ["--profile", str(REPO / "profiles/local"), "--configfile", str(workdir / "grid.yaml")]
 
 
 def run_dir(workdir, repeat):
@@ -56,11 +38,9 @@ def wait_for(condition, proc, what, timeout=300):
 
 
 def test_an_interrupted_grid_finishes_on_the_next_start(tmp_path):
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
-    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(GRID))
+    pytorch_grid(tmp_path, measured_steps=60, repeats=2, threads=2)
     with open(tmp_path / "first.log", "wb") as log:
-        first = subprocess.Popen(snakemake(tmp_path), cwd=tmp_path, stdout=log, stderr=log)
+        first = subprocess.Popen(snakemake(tmp_path, TARGET), cwd=tmp_path, stdout=log, stderr=log)
     try:
         runs = [run_dir(tmp_path, r) for r in (1, 2)]
         wait_for(lambda: any((d / "launch.json").exists() for d in runs), first, "a finished run")
@@ -80,10 +60,10 @@ def test_an_interrupted_grid_finishes_on_the_next_start(tmp_path):
         time.sleep(0.5)
     kept = {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()}
 
-    refused = subprocess.run(snakemake(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(snakemake(tmp_path, TARGET), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and "--unlock" in refused.stderr
-    subprocess.run(snakemake(tmp_path, "--unlock"), cwd=tmp_path, check=True, capture_output=True, timeout=300)
-    again = subprocess.run(snakemake(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    subprocess.run(snakemake(tmp_path, TARGET, "--unlock"), cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    again = subprocess.run(snakemake(tmp_path, TARGET), cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-4000:]
 
     assert {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()} == kept  # not redone
