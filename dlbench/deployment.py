@@ -35,19 +35,19 @@ class DeploymentError(ValueError):
     pass
 
 
-# A framework's environment (its capabilities' env: a plug-in may share one); an
-# environment's own name (envs.smk, data.smk) stays itself.
-_env_name = functools.cache(lambda name: env_name(name) if name in framework_names() else name)
+# A framework's environment on a device (its capabilities' env or device_envs: a plug-in may
+# share one); an environment's own name (envs.smk, data.smk) stays itself.
+_env_name = functools.cache(lambda name, device="cpu": env_name(name, device) if name in framework_names() else name)
 # The training rules' `conda:` file, relative to the rule files.
 CONDA_FILE = "../../envs/{framework}.yaml"
 
 
-def conda_file(runs) -> str | Callable:
-    """The `conda:` of a training rule for `runs`: the pattern when each framework has its own
-    environment (no function per job), else a function of the wildcards."""
-    if all(_env_name(fw) == fw for fw in {run.framework for run in runs}):
+def conda_file(runs, device: str = "cpu") -> str | Callable:
+    """The `conda:` of a training rule for `runs` on `device`: the pattern when each framework
+    has its own environment (no function per job), else a function of the wildcards."""
+    if all(_env_name(fw, device) == fw for fw in {run.framework for run in runs}):
         return CONDA_FILE
-    return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework))
+    return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework, device))
 
 
 class RunWildcards(dict):
@@ -105,6 +105,8 @@ class Deployment:
                 "Known gaps): use run.container: apptainer instead, which starts one container per rank"
             )
         self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
+        # run.device picks each framework's environment (envs/<framework>-cuda.txt on CUDA).
+        self.device = config["run"].get("device", "cpu")
         # Framework environments live with the code, shared by every working directory.
         self.venvs = environ.get("DLBENCH_VENVS", os.path.join(repo, ".venvs"))
         self.images_lock = os.path.abspath(
@@ -128,10 +130,10 @@ class Deployment:
     # ---- the framework's venv ----
 
     def venv_stamp(self, wildcards) -> str:
-        return os.path.join(self.venvs, _env_name(wildcards.framework), ENV_STAMP)
+        return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), ENV_STAMP)
 
     def venv_python(self, wildcards) -> str:
-        return os.path.join(self.venvs, _env_name(wildcards.framework), "bin", "python")
+        return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
 
     # ---- the framework's image (--sdm apptainer) ----
 
@@ -157,7 +159,7 @@ class Deployment:
     def venv_built(self, wildcards) -> bool:
         """The venv's stamp is newer than its lock and only mtime triggers a rebuild."""
         if wildcards.framework not in self._venv_built:
-            env = _env_name(wildcards.framework)
+            env = _env_name(wildcards.framework, self.device)
             stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{env}.txt")
             built = os.path.exists(stamp) and os.path.exists(lock) and os.path.getmtime(stamp) >= os.path.getmtime(lock)
             self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
@@ -197,7 +199,7 @@ class Deployment:
         """The env lock to hash into the header: the image's copy inside a container."""
         if self.runtime != "none":
             return os.path.join(IMAGE_CODE_DIR, "envs", f"{wildcards.framework}.txt")
-        return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework)}.txt")
+        return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework, self.device)}.txt")
 
     def environment(self, wildcards) -> str:
         """Variables for the training command (set in the command: --cleanenv drops the host's)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dlbench import protocol as protocols
 from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
 from dlbench.models import CATALOGUE
-from dlbench.runners import capabilities, framework_names, strategy_unavailable
+from dlbench.runners import capabilities, device_unavailable, framework_names, strategy_unavailable
 
 
 class ConfigError(ValueError):
@@ -114,6 +114,11 @@ def expand(config: dict) -> Grid:
             if any(_matches(rule, values) for rule in grid.get("exclude", [])):
                 continue
             if grid.get("only") and not any(_matches(rule, values) for rule in grid["only"]):
+                continue
+            # A framework with no build for run.device (no CUDA wheel for this Python...).
+            no_device = device_unavailable(fw, device)
+            if no_device:
+                unavailable[cell] = no_device
                 continue
             if model not in caps.models:
                 unavailable[cell] = caps.unavailable_models.get(model, f"{fw} has no {model} model")

@@ -26,6 +26,7 @@ __all__ = [
     "ProcessLayout",
     "Strategy",
     "capabilities",
+    "device_unavailable",
     "env_name",
     "framework_module",
     "framework_names",
@@ -107,9 +108,16 @@ def capabilities(name: str) -> Capabilities:
     return _capabilities(name, _plugin_dirs())
 
 
-def env_name(framework: str) -> str:
-    """The environment a framework's runs use: envs/<env>.txt, .venvs/<env>."""
-    return capabilities(framework).env or framework
+def env_name(framework: str, device: str = "cpu") -> str:
+    """The environment a framework's runs on `device` use: envs/<env>.txt, .venvs/<env>
+    (its own on the CPU; a device without one is the grid's N/A, device_unavailable)."""
+    caps = capabilities(framework)
+    return caps.device_envs.get(device) or caps.env or framework
+
+
+def device_unavailable(framework: str, device: str) -> str | None:
+    """Why `framework` has no environment for `device` (None: it has one)."""
+    return capabilities(framework).device_unavailable(device)
 
 
 @functools.cache

@@ -20,6 +20,10 @@ from dlbench.models import CATALOGUE
 DATA_KINDS = ("synthetic", "real")
 # Dataset formats dlbench.data.paths knows how to lay out (and data.smk to convert to).
 DATASET_FORMATS = ("tfrecord", "imagefolder", "recordio", "bert")
+# run.device values; the CPU is every framework's own environment (`env`).
+DEVICES = ("cpu", "cuda")
+# An environment's name: envs/<name>.txt, .venvs/<name> (a device's: <framework>-<device>).
+ENV_NAME = r"[a-z][a-z0-9_]*(-[a-z0-9]+)?"
 _COLOUR = r"#[0-9a-fA-F]{6}"
 
 
@@ -127,6 +131,10 @@ class Capabilities:
     image_format: str = ""  # the converted image dataset its real-data pipeline reads
     converts: tuple[str, ...] = ()  # dataset formats whose conversion runs in its environment
     env: str = ""  # the environment its runs use (envs/<env>.txt, .venvs/<env>); empty: its own
+    # Per device other than the CPU: the environment of its runs there ({"cuda": "pytorch-cuda"}),
+    # or why it has none (an N/A cell at planning time, never a failed run).
+    device_envs: Mapping[str, str] = field(default_factory=dict)
+    unavailable_devices: Mapping[str, str] = field(default_factory=dict)  # {device: reason}
 
     def __post_init__(self) -> None:
         owner = "Capabilities"
@@ -140,6 +148,11 @@ class Capabilities:
         for name in ("models", "precisions", "data", "converts"):
             object.__setattr__(self, name, _names(owner, name, getattr(self, name)))
         object.__setattr__(self, "unavailable_models", _reasons(owner, "unavailable_models", self.unavailable_models))
+        object.__setattr__(self, "device_envs", _reasons(owner, "device_envs", self.device_envs))
+        object.__setattr__(
+            self, "unavailable_devices", _reasons(owner, "unavailable_devices", self.unavailable_devices)
+        )
+        self._check_devices(owner)
         object.__setattr__(self, "strategies", tuple(self.strategies))
         self._check_names(owner)
 
@@ -162,6 +175,23 @@ class Capabilities:
         names = [s.name for s in self.strategies]
         if len(set(names)) != len(names):
             _fail(owner, "strategies", f"a strategy is declared twice: {names}")
+
+    def _check_devices(self, owner: str) -> None:
+        for name in ("device_envs", "unavailable_devices"):
+            for device in getattr(self, name):
+                if device not in DEVICES[1:]:
+                    _fail(owner, name, f"unknown device {device!r}; known: {list(DEVICES[1:])}")
+        for env in self.device_envs.values():
+            if not re.fullmatch(ENV_NAME, env):
+                _fail(owner, "device_envs", f"{env!r} is not an environment name ({ENV_NAME})")
+        if set(self.device_envs) & set(self.unavailable_devices):
+            _fail(owner, "unavailable_devices", "a device cannot have both an environment and a reason")
+
+    def device_unavailable(self, device: str) -> str | None:
+        """Why this framework cannot run on `device` (None: it has an environment there)."""
+        if device == DEVICES[0] or device in self.device_envs:
+            return None
+        return self.unavailable_devices.get(device, f"{self.label} declares no {device} environment")
 
     @property
     def strategy_names(self) -> tuple[str, ...]:

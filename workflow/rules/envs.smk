@@ -1,6 +1,7 @@
 # One virtual environment per framework, built from its hash lock (envs/<framework>.txt).
 # Rebuilt only when missing or when the lock's content changed.
 from dlbench.runners import env_name, framework_names
+from dlbench.runners.plugin import ENV_NAME
 
 # The known frameworks' environments (a plug-in may use another framework's: its `env`).
 KNOWN_FRAMEWORKS = sorted({env_name(name) for name in framework_names()})
@@ -13,6 +14,9 @@ rule framework_env:
         stamp=os.path.join(VENVS, "{framework}", ".dlbench-env"),
     log:
         "logs/envs/{framework}.log",
+    # A device's environment is named <framework>-<device> (envs/pytorch-cuda.txt).
+    wildcard_constraints:
+        framework=ENV_NAME,
     localrule: True
     conda:
         ANALYSIS_ENV

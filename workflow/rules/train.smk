@@ -54,7 +54,7 @@ for shape, strategies in TRAIN_SHAPES.items():
             scale=dlbench_jobs.constraint([shape.scale]),
             strategy=dlbench_jobs.constraint(strategies),
         conda:
-            dlbench_deployment.conda_file(shape_runs)
+            dlbench_deployment.conda_file(shape_runs, config["run"]["device"])
         # The framework's pinned image under --sdm apptainer (containers.smk).
         container:
             DEPLOY.container if DEPLOY.apptainer else None
@@ -84,7 +84,7 @@ if ENDED_RUNS:
             **ENDED_RUNS,
         localrule: True
         conda:
-            dlbench_deployment.conda_file(GRID.runs)
+            dlbench_deployment.conda_file(GRID.runs, config["run"]["device"])
         params:
             command=train_command,
         shell:

@@ -79,6 +79,7 @@ CAPABILITIES = Capabilities(
         ),
         _horovod.strategy(),
     ),
+    device_envs={"cuda": "tensorflow-cuda"},  # envs/tensorflow-cuda.txt (docs/gpu.md)
 )
 _STRATEGY_CLASSES = {
     "single": strategies.Single,

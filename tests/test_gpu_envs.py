@@ -1,0 +1,109 @@
+"""Per-device environments (issue 16): run.device picks each framework's hash lock
+(envs/<framework>-cuda.txt on CUDA) at planning time, and a framework with no build for the
+device is an N/A cell with its reason, never a failed run."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dlbench import grid as dlbench_grid
+from dlbench.runners import capabilities, env_name, framework_names
+from dlbench.runners.plugin import Capabilities
+from tests.conftest import REPO
+
+PLUGINS = REPO / "tests" / "plugins"
+BUILT_IN = ("jax", "mxnet", "pytorch", "tensorflow")
+# The package that makes each CUDA lock a CUDA build (envs/<framework>-cuda.in).
+CUDA_PACKAGE = {
+    "pytorch": "nvidia-dali-cuda130",
+    "tensorflow": "nvidia-cudnn-cu12",
+    "mxnet": "mxnet-cu112",
+    "jax": "jax-cuda12-plugin",
+}
+
+
+def _dry_run(tmp_path, *args, env=None):
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def _venvs_used(text: str) -> set[str]:
+    return set(re.findall(r"\.venvs/([a-z0-9_-]+)/\.dlbench-env", text))
+
+
+@pytest.mark.parametrize("framework", BUILT_IN)
+def test_each_framework_has_a_hash_locked_cuda_environment(framework):
+    env = env_name(framework, "cuda")
+    assert env == f"{framework}-cuda" and env_name(framework) == framework
+    lock = (REPO / "envs" / f"{env}.txt").read_text()
+    pins = re.findall(r"^([a-z0-9_.-]+)==\S+ \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock, re.M)
+    names = {name for name, _ in pins}
+    assert len(pins) == len(re.findall(r"^[a-z0-9_.-]+==", lock, re.M)), "a pin without hashes"
+    assert CUDA_PACKAGE[framework] in names and "nvidia-ml-py" in names
+    assert (REPO / "envs" / f"{env}.yaml").read_text().count(f"-r {env}.txt") == 1
+
+
+def test_the_caict_grid_on_cuda_plans_every_framework_with_its_cuda_environment(tmp_path):
+    text = _dry_run(
+        tmp_path, "--configfile", str(REPO / "config/grids/caict2020.yaml"), "--config", "run={device: cuda}"
+    )
+    used = _venvs_used(text)
+    for framework in ("pytorch", "tensorflow", "mxnet"):
+        assert f"{framework}-cuda" in used
+    # The CPU environments appear only for the FLOPs count (PyTorch on the host), never a run.
+    assert used - {"pytorch"} == {"pytorch-cuda", "tensorflow-cuda", "mxnet-cuda"}
+    assert re.search(r"framework_env\s+3\b", text), "the three CUDA environments are built, nothing else"
+
+
+def test_the_default_run_on_cpu_builds_no_cuda_environment(tmp_path):
+    used = _venvs_used(_dry_run(tmp_path, "--forceall"))
+    assert used and not any(env.endswith("-cuda") for env in used)
+
+
+def test_a_framework_without_a_cuda_build_is_na_at_planning_time(monkeypatch):
+    monkeypatch.setenv("DLBENCH_FRAMEWORK_PATH", str(PLUGINS))
+    assert "toy" in framework_names()
+    config = {
+        "grid": {
+            "frameworks": ["toy", "pytorch"],
+            "models": ["resnet50"],
+            "batch_per_device": [8],
+            "data": ["synthetic"],
+            "precision": ["fp32"],
+            "scales": ["1x1", "1x2"],
+            "strategies": {"toy": ["replicas"], "pytorch": ["ddp"]},
+        },
+        "protocol": {"preset": "caict2020"},
+        "run": {"device": "cuda"},
+    }
+    planned = dlbench_grid.expand(config)
+    assert {run.framework for run in planned.runs} == {"pytorch"}
+    reasons = {cell.framework: why for cell, why in planned.unavailable.items()}
+    assert reasons == {"toy": "Toy (numpy) declares no cuda environment"}
+    config["run"]["device"] = "cpu"
+    assert {run.framework for run in dlbench_grid.expand(config).runs} == {"pytorch", "toy"}
+
+
+def test_device_fields_refuse_an_unknown_device_and_a_bad_name():
+    base = {"label": "X", "colour": "#000000", "models": ("resnet50",), "precisions": ("fp32",)}
+    with pytest.raises(ValueError, match="device_envs: unknown device 'rocm'"):
+        Capabilities(**base, device_envs={"rocm": "x-rocm"})
+    with pytest.raises(ValueError, match="device_envs: 'x cuda' is not an environment name"):
+        Capabilities(**base, device_envs={"cuda": "x cuda"})
+    caps = Capabilities(**base, unavailable_devices={"cuda": "no CUDA wheel for Python 3.11"})
+    assert caps.device_unavailable("cuda") == "no CUDA wheel for Python 3.11"
+    assert caps.device_unavailable("cpu") is None
+    assert capabilities("pytorch").device_unavailable("cuda") is None
