@@ -88,3 +88,89 @@ def finite(value) -> bool:
         return math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
+
+
+# ---------------------------------------------------------------- comparing two campaigns
+
+
+def ratio_ci(name: str, reference, candidate, confidence: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+    """Percentile bootstrap CI of statistic(candidate) ÷ statistic(reference).
+
+    Each side is a list of repeat throughputs, resampled independently; a side with one
+    value (a published statistic) is held fixed. NaN when neither side has two repeats.
+    Seeded: the same logs give the same interval.
+    """
+    sides = [np.asarray(v, dtype=float) for v in (reference, candidate)]
+    if all(s.size < 2 for s in sides) or any(s.size == 0 for s in sides):
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(0)
+    estimates = []
+    for s in sides:
+        if s.size < 2:
+            estimates.append(np.full(resamples, s[0]))
+        else:
+            estimates.append(_VECTORISED[name](s[rng.integers(0, s.size, size=(resamples, s.size))], axis=-1))
+    ratios = estimates[1] / estimates[0]
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(ratios, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def mann_whitney(reference, candidate) -> dict:
+    """Two-sided Mann-Whitney U of candidate against reference, with the rank-biserial effect
+    size (+1: every candidate repeat above every reference repeat) and the smallest p-value
+    these sample sizes can reach at all (3 + 3 repeats: 0.1)."""
+    from scipy.stats import mannwhitneyu
+
+    a, b = np.asarray(reference, dtype=float), np.asarray(candidate, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return {"u": math.nan, "p": math.nan, "effect": math.nan, "min_p": math.nan}
+    result = mannwhitneyu(b, a, alternative="two-sided", method="exact" if a.size + b.size <= 16 else "auto")
+    return {
+        "u": float(result.statistic),
+        "p": float(result.pvalue),
+        "effect": float(2 * result.statistic / (a.size * b.size) - 1),
+        "min_p": float(2 / math.comb(a.size + b.size, a.size)),
+    }
+
+
+def comparison_verdict(
+    ci: tuple[float, float],
+    tolerance: float,
+    repeats: tuple[int, int],
+    test: dict,
+    alpha: float = 0.05,
+    min_repeats: int = 3,
+) -> tuple[str, str]:
+    """faster / slower / same / inconclusive, and why, from the ratio's CI (candidate ÷ reference).
+
+    same: the whole CI within ±tolerance; faster/slower: the whole CI beyond it (and, where
+    both sides have runs and their sizes can reach `alpha`, the U test below `alpha`).
+    """
+    with_runs = [n for n in repeats if n > 1]
+    if not with_runs or min(with_runs) < min_repeats:
+        return (
+            "inconclusive",
+            f"too few repeats ({repeats[0]} and {repeats[1]}; {min_repeats} needed on a side with runs)",
+        )
+    low, high = ci
+    if not (finite(low) and finite(high)):
+        return "inconclusive", "no confidence interval"
+    if 1 - tolerance <= low and high <= 1 + tolerance:
+        return "same", f"95% CI within ±{tolerance:.0%}"
+    if low > 1 + tolerance or high < 1 - tolerance:
+        direction = "faster" if low > 1 + tolerance else "slower"
+        if finite(test.get("p")) and test["min_p"] < alpha and test["p"] >= alpha:
+            return "inconclusive", f"CI beyond ±{tolerance:.0%} but Mann-Whitney p = {test['p']:.3g}"
+        return direction, f"95% CI beyond ±{tolerance:.0%}"
+    return "inconclusive", f"95% CI straddles the ±{tolerance:.0%} band: too noisy to tell"
+
+
+def quarter_means(values) -> tuple[float, float]:
+    """The mean of a series' first quarter and of its last (a quarter is at least one value):
+    whether a loss fell over a run, robust to single noisy steps."""
+    values = np.asarray(values, dtype=float)
+    if not values.size:
+        return (math.nan, math.nan)
+    n = max(1, values.size // 4)
+    return mean(values[:n]), mean(values[-n:])
