@@ -8,6 +8,7 @@ import pytest
 from dlbench import tables
 from dlbench.campaigns import compare as cmp
 from dlbench.campaigns import load
+from dlbench.campaigns.__main__ import main
 from dlbench.campaigns.campaign import write_pipeline_manifest
 from dlbench.campaigns.published import find, import_published, parse_statistic
 from dlbench.grid import Grid
@@ -126,6 +127,10 @@ def test_logs_scaled_to_0_8_are_slower_by_0_8(tmp_path):
     paths = cmp.write(result, tmp_path / "out")
     summary = json.loads(paths["summary"].read_text())
     assert summary["regression"] and summary["verdicts"]["slower"] == 2
+    # The command: exit status 1 on a confident regression (for CI), 0 against itself.
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cli")]) == 1
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
+    assert (tmp_path / "cli" / "comparison.csv").read_bytes() == paths["cells"].read_bytes()
 
 
 def test_two_noisy_repeats_are_inconclusive(tmp_path):
