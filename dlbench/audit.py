@@ -3,7 +3,9 @@
 (1) every raw log still has the sha256 recorded when the tables were made (else: that file
 was changed after the report); (2) the tables recomputed from the raw logs are
 byte-identical to the stored ones; (3) a manifest maps each cell to its raw logs + sha256;
-(4) every run that ran in a container (run.container) ran in the image its lock pins.
+(4) every run that ran in a container (run.container) ran in the image its lock pins;
+(5) cells.md and environment.json, where made, recompute byte for byte too, and the manifest
+records the sha256 of the FLOPs inputs (results/flops/*.json) the cells' TFLOP/s came from.
 """
 
 from __future__ import annotations
@@ -83,8 +85,21 @@ def manifest(runs: pd.DataFrame) -> dict:
     return {"cell_key": CELL_FIELDS, "cells": cells}
 
 
+def derived_tables(runs: pd.DataFrame, cells: pd.DataFrame, experiment: Grid, root: Path) -> dict[str, bytes]:
+    """The tables the aggregate rule derives beside runs.csv and cells.csv, as bytes."""
+    return {
+        "cells.md": tables.markdown(cells, experiment.protocol).encode(),
+        "environment.json": environment.to_json(environment.table(runs, root)).encode(),
+    }
+
+
 def audit(
-    experiment: Grid, tables_dir: Path, root: Path = Path("."), images_dir: Path | None = None, **build_options
+    experiment: Grid,
+    tables_dir: Path,
+    root: Path = Path("."),
+    images_dir: Path | None = None,
+    flops_files: list[str | Path] = (),
+    **build_options,
 ) -> AuditResult:
     result = AuditResult()
     stored_runs_path, stored_cells_path = tables_dir / "runs.csv", tables_dir / "cells.csv"
@@ -101,7 +116,12 @@ def audit(
     for name, table, path in (("runs", runs, stored_runs_path), ("cells", cells, stored_cells_path)):
         if tables.csv_bytes(table) != path.read_bytes():
             result.problems.append(f"{path} differs from the table recomputed from the raw logs ({name})")
+    for name, content in derived_tables(runs, cells, experiment, root).items():
+        path = tables_dir / name
+        if path.exists() and path.read_bytes() != content:
+            result.problems.append(f"{path} differs from the one recomputed from the raw logs")
     result.manifest = manifest(runs)
+    result.manifest["flops_inputs"] = {str(p): sha256_file(p) for p in sorted(map(str, flops_files))}
     return result
 
 

@@ -16,6 +16,7 @@ for path in snakemake.input.flops:
 result = audit.audit(
     grid.expand(config),
     Path(snakemake.input.runs).parent,
+    flops_files=list(snakemake.input.flops),
     noisy_cv=config["analysis"]["noisy_cv"],
     flops=flops,
     peak_tflops=config["run"]["peak_tflops"],

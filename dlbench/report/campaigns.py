@@ -1,0 +1,120 @@
+"""The report's campaigns section: published campaigns regenerated from their numbers (tables
+and scaling figure through the same code as measured cells) and this run's cells beside them,
+matched on every coordinate, each unmatched cell with its reason (dlbench.campaigns)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench import figures as figs
+from dlbench import labels
+from dlbench.campaigns import Campaign
+from dlbench.campaigns import compare as cmp
+from dlbench.campaigns.published import MISSING, find, import_published
+from dlbench.report.cells import throughput_tables
+from dlbench.stats import finite
+
+# Published campaigns shown whole (tables and scaling figure); the others are listed.
+SHOWN = ("seed000-nvidia_dgx_1",)
+UNMATCHED_SHOWN = 12
+
+
+def generated_text(environment: dict | None) -> str:
+    """The report's date, never the wall clock (a report regenerates byte for byte):
+    SOURCE_DATE_EPOCH if set, else when the campaign's last run started (step-log headers)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    started = dict((environment or {}).get("facts") or []).get("Runs started", "")
+    if started:
+        return f"from the runs started {started}"
+    return "from the tables (no run dates recorded)"
+
+
+def _figure_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The scaling figure's panels: synthetic data at the most common batch (seed 000: 64)."""
+    synthetic = cells[cells["data"] == "synthetic"]
+    chosen = synthetic if not synthetic.empty else cells
+    return chosen[chosen["batch"] == chosen["batch"].mode().iloc[0]]
+
+
+def _protocol_text(protocol: dict) -> str:
+    parts = [f"{protocol.get('statistic')} of {protocol.get('repeats')} run(s)"]
+    if protocol.get("warmup_steps"):
+        parts.append(f"{protocol['warmup_steps']} warm-up steps, {protocol.get('measured_steps')} measured")
+    return "; ".join(parts)
+
+
+def _matches(published: Campaign, measured: Campaign, tolerance: float) -> dict:
+    result = cmp.compare(published, measured, tolerance)
+    rows = [
+        {
+            "cell": " ".join(str(r[f]) for f in ("framework", "model", "precision", "data"))
+            + f" bs{r['batch']} {r['scale']} {r['strategy']}",
+            "published": f"{r['reference']:.1f}",
+            "measured": f"{r['candidate']:.1f}",
+            "ratio": f"{r['ratio']:.2f}×"
+            + (f" [{r['ci95_low']:.2f}, {r['ci95_high']:.2f}]" if finite(r["ci95_low"]) else ""),
+            "verdict": r["verdict"],
+        }
+        for _, r in result.cells.iterrows()
+    ]
+    mine = [u for u in result.unmatched if "no reference cell" in u["reason"] or "has no number" in u["reason"]]
+    return {
+        "rows": rows,
+        "unmatched": mine[:UNMATCHED_SHOWN],
+        "unmatched_more": max(0, len(mine) - UNMATCHED_SHOWN),
+        "differences": [d for d in result.differences if d["field"].startswith(("protocol", "image_size"))],
+    }
+
+
+def _shown(campaign: Campaign, measured: Campaign | None, tolerance: float) -> dict:
+    tables = throughput_tables(campaign.cells)
+    for table in tables:  # the measured tables own the cell anchors
+        for row in table["rows"]:
+            for entry in row["entries"]:
+                if entry is not None:
+                    entry["id"] = None
+    return {
+        "id": campaign.id,
+        "source": campaign.manifest["source"],
+        "hardware": campaign.manifest["hardware"]["gpu"],
+        "protocol": _protocol_text(campaign.manifest["protocol"]),
+        "tables": tables,
+        "figure": figs.png_data_uri(figs.speedup_figure, _figure_cells(campaign.cells)),
+        "figure_setup": labels.setup(*_figure_cells(campaign.cells).iloc[0][["batch", "precision", "data"]]),
+        "matches": _matches(campaign, measured, tolerance) if measured is not None else None,
+    }
+
+
+def section(
+    cells: pd.DataFrame,
+    runs: pd.DataFrame,
+    protocol: dict,
+    published_path: str | Path | None,
+    tolerance: float = 0.1,
+) -> dict | None:
+    """None (no section) without a published CSV."""
+    if published_path is None or not Path(published_path).exists():
+        return None
+    campaigns = import_published(str(published_path))
+    measured = None
+    if not cells.empty:
+        manifest = {"id": "this run", "kind": "measured", "protocol": protocol, "source": "this report's cells"}
+        measured = Campaign(manifest, cells, runs)
+    shown = [_shown(find(campaigns, prefix), measured, tolerance) for prefix in SHOWN]
+    listed = [
+        {
+            "id": c.id,
+            "source": c.manifest["source"],
+            "hardware": c.manifest["hardware"]["gpu"],
+            "cells": len(c.cells),
+            "matched": len(cmp.compare(c, measured, tolerance).cells) if measured is not None else 0,
+        }
+        for c in campaigns
+    ]
+    return {"shown": shown, "listed": listed, "missing": list(MISSING.values()), "tolerance": tolerance}
