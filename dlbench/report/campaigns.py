@@ -39,7 +39,9 @@ def _figure_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """The scaling figure's panels: synthetic data at the most common batch (seed 000: 64)."""
     synthetic = cells[cells["data"] == "synthetic"]
     chosen = synthetic if not synthetic.empty else cells
-    return chosen[chosen["batch"] == chosen["batch"].mode().iloc[0]]
+    counts = chosen["batch"].value_counts()
+    batch = max(counts.index, key=lambda b: (counts[b], int(b) if str(b).isdigit() else 0))
+    return chosen[chosen["batch"] == batch]
 
 
 def _protocol_text(protocol: dict) -> str:
