@@ -36,6 +36,13 @@ STATUS_MEANING = {
     "missing": "no step log was written",
     "unavailable": "not run: the framework cannot build this model",
 }
+# Sanity (dlbench.sanity): whether a run trained correctly, apart from its speed.
+SANITY_TEXT = {"pass": "PASS", "suspect": "SUSPECT"}
+SANITY_MEANING = (
+    "every loss finite; on real data the last quarter's mean loss at most the first quarter's "
+    "(plus the protocol's tolerance); on synthetic data the loss changes. A SUSPECT cell keeps "
+    "its throughput, marked, with the reason below"
+)
 # Multi-device strategies are described by the frameworks' capabilities (strategy_text).
 SINGLE_DEVICE_TEXT = "one process, no communication"
 DATA_TEXT = {
@@ -137,3 +144,23 @@ def text(value, default: str = "") -> str:
     if value is None or (isinstance(value, float) and value != value):
         return default
     return str(value)
+
+
+def sanity_not_finite(first_step: int, count: int, steps: int) -> str:
+    return f"loss not finite from step {first_step} ({count} of {steps} steps)"
+
+
+def sanity_rose(first: float, last: float, tolerance: float) -> str:
+    """`loss rose 6.9 → 1e+05`: first-quarter mean → last-quarter mean."""
+    allowed = f", more than the {tolerance:.0%} allowed" if tolerance else ""
+    return f"loss rose {first:.3g} → {last:.3g} (first- to last-quarter mean{allowed})"
+
+
+def sanity_flat(value: float, steps: int) -> str:
+    return f"loss did not change ({value:.4g} at all {steps} steps)"
+
+
+def sanity_label(sanity: str, reason: str = "") -> str:
+    """`SUSPECT: loss rose 6.9 → 1e+05 …`, `PASS`, or "" (no verdict)."""
+    text = SANITY_TEXT.get(sanity, "")
+    return f"{text}: {reason}" if text and reason else text

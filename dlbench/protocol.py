@@ -18,7 +18,8 @@ PRESETS: dict[str, dict] = {
     "mlperf": {"warmup_steps": 20, "measured_steps": 100, "repeats": 5, "statistic": "olympic_mean"},
 }
 
-OVERRIDABLE = ("warmup_steps", "measured_steps", "repeats", "statistic")
+# loss_tolerance: no preset names one (the sanity check's, dlbench.sanity; schema default).
+OVERRIDABLE = ("warmup_steps", "measured_steps", "repeats", "statistic", "loss_tolerance")
 
 
 def resolve(protocol_config: dict) -> dict:

@@ -8,7 +8,7 @@ import pandas as pd
 from markupsafe import Markup, escape
 
 from dlbench import findings as fnd
-from dlbench import labels, tables
+from dlbench import labels, sanity, tables
 from dlbench.coords import SINGLE_DEVICE, CellKey
 from dlbench.stats import finite
 
@@ -106,6 +106,8 @@ def _note(key: CellKey, status: str, reason: str, notes: list) -> int:
 
 def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
     hover = [key.label, f"status {status}"]
+    if labels.text(cell.get("sanity")):
+        hover.append(f"sanity {labels.sanity_label(cell['sanity'])}")
     if has_number:
         hover.append(f"{cell.get('statistic', '')} of {int(cell['n'])}/{int(cell['repeats'])} repeats")
         if finite(cell.get("cv")):
@@ -113,7 +115,9 @@ def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
         if finite(cell.get("tflops")):
             hover.append(f"{cell['tflops']:.3g} TFLOP/s")
         if finite(cell.get("mfu")):
-            hover.append(f"MFU {cell['mfu']:.1%}")
+            hover.append(f"MFU {cell['mfu']:.1%} of {cell.get('peak_basis', '')}")
+        if labels.text(cell.get("energy_note")):
+            hover.append(f"energy {cell['energy_note']}")
     return " · ".join(hover)
 
 
@@ -126,17 +130,25 @@ def _ci_text(cell: pd.Series, has_number: bool) -> str:
 def _tflops_text(cell: pd.Series, has_number: bool) -> str:
     if not (has_number and finite(cell.get("tflops"))):
         return ""
-    return f"{cell['tflops']:.3g} TFLOP/s" + (f" · MFU {cell['mfu']:.0%}" if finite(cell.get("mfu")) else "")
+    text = f"{cell['tflops']:.3g} TFLOP/s" + (f" · MFU {cell['mfu']:.0%}" if finite(cell.get("mfu")) else "")
+    if finite(cell.get("joules_per_sample")):
+        text += f" · {cell['joules_per_sample']:.3g} J/sample, {cell['avg_power_w']:.0f} W"
+    return text
 
 
 def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
     key = fnd.cell_key(cell)
     status = labels.text(cell["status"], "missing")
     has_number = finite(cell.get("throughput"))
+    suspect = cell.get("sanity") == sanity.SUSPECT
     classes = ["status-" + status] + (["noisy"] if bool(cell.get("noisy", False)) is True else [])
+    classes += ["sanity-suspect"] if suspect else []
     scaled = has_number and labels.devices(key.scale) > 1 and finite(cell.get("speedup"))
     reason = compact_reason(labels.text(cell.get("reason")))
-    note = _note(key, status, reason, notes) if status != "ok" and (reason or not has_number) else None
+    if suspect:  # a cell whose training failed the sanity check: its note says why
+        reason = "; ".join(r for r in (reason, labels.sanity_label(sanity.SUSPECT, cell["sanity_reason"])) if r)
+    noted = (status != "ok" and (reason or not has_number)) or suspect
+    note = _note(key, sanity.SUSPECT if status == "ok" else status, reason, notes) if noted else None
     entry = {
         "id": None if key in seen else cell_id(key),
         "text": tables.cell_text(cell),

@@ -95,6 +95,7 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
                 "throughput_figure": figs.png_data_uri(figs.throughput_figure, mine) if has_number else None,
                 "speedup_figure": figs.png_data_uri(figs.speedup_figure, mine) if scaled else None,
                 "data_rows": data_rows,
+                "sanity_rows": sanity_rows(mine),
                 "data_figure": data_figure,
                 "scales": labels.sorted_scales(mine["scale"]),
             }
@@ -121,6 +122,27 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
         for _, c in pairs.iterrows()
     ]
     return rows, figs.png_data_uri(figs.data_figure, cells)
+
+
+def sanity_rows(cells: pd.DataFrame) -> list[dict]:
+    """The sanity column: each cell's verdict on its training (dlbench.sanity), its mean
+    first- and last-quarter losses, and why a SUSPECT cell is one."""
+    if "sanity" not in cells:
+        return []
+    judged = cells[cells["sanity"].map(labels.text) != ""]
+    return [
+        {
+            "cell_id": cell_id(fnd.cell_key(c)),
+            "framework": c["framework"],
+            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
+            "setup": labels.setup(c["batch"], c["precision"], c["data"]),
+            "loss": f"{_number(c.get('loss_first_quarter'), '.3g')} → {_number(c.get('loss_last_quarter'), '.3g')}",
+            "sanity": labels.SANITY_TEXT.get(c["sanity"], c["sanity"]),
+            "suspect": c["sanity"] == "suspect",
+            "reason": labels.text(c.get("sanity_reason")),
+        }
+        for _, c in judged.sort_values(["data", "framework", "devices", "strategy"]).iterrows()
+    ]
 
 
 def _number(value, spec: str, suffix: str = "") -> str:
