@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import stats
+from dlbench import efficiency, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -87,6 +87,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         row.update(status="invalid", reason="a rank has no measured steps")
         return row
     row.update(_measurement(logs, measured))
+    row.update(efficiency.run_energy(logs, row["measured_samples"]), sync=logs[0].header.get("sync", "step"))
     return row
 
 
@@ -165,6 +166,7 @@ def cells_table(
                 "ci95_low": ci_low,
                 "ci95_high": ci_high,
                 "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
+                **efficiency.cell_energy(group),
             }
         )
     for cell, reason in (unavailable or {}).items():

@@ -2,7 +2,7 @@
 
 Versioned JSON Lines, one file per rank (`rank<k>.steps.jsonl`):
 
-  line 1     {"type": "header", "schema": "dlbench.steplog/1", ...}   a `Header`: coordinates, protocol, device
+  line 1     {"type": "header", "schema": "dlbench.steplog/2", ...}   a `Header`: coordinates, protocol, device
   lines 2..  {"type": "step", "i": 0, "phase": "warmup", "t_start": .., "t_end": .., "samples": 8, "loss": 6.9}
   last line  {"type": "footer", "status": "ok" | "oom" | "failed" | "timeout" | "cancelled", "error": null}
 
@@ -23,7 +23,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA = "dlbench.steplog/1"
+SCHEMA = "dlbench.steplog/2"
+# Versions the reader takes: /2 added the header's `sync` and the footer's `energy` (absent
+# from a /1 log: per-step sync, energy not measured).
+READABLE_SCHEMAS = ("dlbench.steplog/1", SCHEMA)
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "steplog.schema.json"
 STATUSES = ("ok", "oom", "failed", "timeout", "cancelled")
 PHASES = ("warmup", "measure")
@@ -54,7 +57,8 @@ class Header:
     host: str
     pid: int
     start_time: str  # UTC, ISO 8601
-    clock: str  # the monotonic clock t_start/t_end are read from
+    clock: str  # the clock t_start/t_end are read from (device events: per-step times)
+    sync: str  # "step": sync() after every step; "window": only at the window's ends
     python: str
     dlbench_version: str
     framework: dict  # name, version, device, parameters, FLOPs (Runner.describe())
@@ -189,8 +193,8 @@ def _check_step(record: dict, lineno: int) -> str | None:
 def _header_problem(record: dict) -> str | None:
     if record.get("type") != "header":
         return "first line is not a header record"
-    if record.get("schema") != SCHEMA:
-        return f"unknown schema version {record.get('schema')!r} (expected {SCHEMA})"
+    if record.get("schema") not in READABLE_SCHEMAS:
+        return f"unknown schema version {record.get('schema')!r} (expected {' or '.join(READABLE_SCHEMAS)})"
     return schema_problem(record, 1)
 
 

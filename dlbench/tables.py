@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import labels
+from dlbench import efficiency, labels
 from dlbench.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.grid import Grid
 
@@ -25,13 +25,15 @@ def build(
 
 def add_flops(cells: pd.DataFrame, flops: dict[str, float], peak_tflops: float) -> pd.DataFrame:
     """Achieved TFLOP/s = throughput × training FLOPs per sample; MFU against the
-    configured per-device peak (empty when no peak is known, e.g. on a CPU)."""
+    per-device peak named in `peak_basis` (empty when no peak is known, e.g. on a CPU)."""
     if cells.empty:
         return cells
     per_sample = cells["model"].map(flops).astype(float)
     cells["train_gflops_per_sample"] = per_sample / 1e9
     cells["tflops"] = cells["throughput"] * per_sample / 1e12
-    cells["mfu"] = cells["tflops"] / (peak_tflops * cells["devices"]) if peak_tflops else float("nan")
+    # The per-device peak: run.peak_tflops, else the GPU's dense peak for the precision (dlbench.efficiency).
+    cells["peak_tflops"], cells["peak_basis"] = efficiency.mfu_basis(cells, peak_tflops)
+    cells["mfu"] = cells["tflops"] / (cells["peak_tflops"] * cells["devices"])
     return cells
 
 
@@ -105,6 +107,11 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     data = real_vs_synthetic(cells)
     if not data.empty:
         lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
+    energy = efficiency.energy_table(cells)
+    if energy is not None:
+        lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
+    elif efficiency.not_measured_note(cells):
+        lines += [efficiency.not_measured_note(cells), ""]
     failed = cells[cells["status"] != "ok"]
     if not failed.empty:
         lines += ["## Cells without a full set of numbers", ""]

@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 
-from dlbench import __version__
+from dlbench import __version__, energy
 from dlbench.runners import framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
@@ -57,46 +57,108 @@ def classify(runner, exc: BaseException) -> str:
     return "failed"
 
 
-def time_steps(runner, warmup_steps: int, measured_steps: int, progress_every: int, rank: int) -> list[dict]:
-    """The timed loop. Each step's end is read after `sync()`; the next step starts there.
+def time_steps(
+    runner, warmup_steps: int, measured_steps: int, progress_every: int, rank: int, meter=None
+) -> list[dict]:
+    """The timed loop. A step is `next_batch()` (the wait for input data, recorded as
+    `data_wait`) then `step()`. Nothing but these, the sync and the clock runs between
+    timestamps, apart from a progress line every `progress_every` steps.
 
-    A step is `next_batch()` (the wait for input data, recorded as `data_wait`) then
-    `step()`. Nothing but these, the sync and the clock runs between timestamps, apart
-    from a progress line every `progress_every` steps.
+    Per-step sync (the default): each step's end is read after `sync()`; the next step starts
+    there. Window sync (a runner whose `step_events()` gives device events, e.g. CUDA events):
+    the device is drained only at the window's ends and each step's time is read from the
+    events, so the host keeps the device's queue full (docs/gpu.md). `meter` (dlbench.energy)
+    is read at the measured window's ends, after their sync and outside any step's time.
     """
     total = warmup_steps + measured_steps
+    events = runner.step_events(total)
+    loop = _per_step_sync if events is None else _window_sync
+    t_start, t_end, data_wait, losses = loop(runner, warmup_steps, total, progress_every * (rank == 0), meter, events)
     samples = runner.spec.batch * runner.spec.local_devices
+    return [
+        {
+            "i": i,
+            "phase": "warmup" if i < warmup_steps else "measure",
+            "t_start": t_start[i],
+            "t_end": t_end[i],
+            "samples": samples,
+            "data_wait": data_wait[i],
+            "loss": _finite_or_none(runner.loss_value(losses[i])),
+        }
+        for i in range(total)
+    ]
+
+
+def _progress(i: int, total: int, warmup_steps: int, seconds: float) -> None:
+    phase = "warm-up" if i < warmup_steps else "measure"
+    print(f"[dlbench] step {i + 1}/{total} ({phase}) {seconds:.3f} s/step", file=sys.stderr, flush=True)
+
+
+def _per_step_sync(runner, warmup_steps, total, progress_every, meter, events):
     times = [0.0] * (total + 1)
     data_ready = [0.0] * total
     losses = [None] * total
     next_batch, step, sync = runner.next_batch, runner.step, runner.sync
     sync()
+    if meter is not None and warmup_steps == 0:
+        meter.start()
     times[0] = clock()
     for i in range(total):
         batch = next_batch()
         data_ready[i] = clock()
         losses[i] = step(batch)
         sync()
+        if meter is not None and i + 1 == warmup_steps:
+            meter.start()  # before the clock: the read ends the last warm-up step, not the first measured
         times[i + 1] = clock()
-        if progress_every and (i + 1) % progress_every == 0 and rank == 0:
-            phase = "warm-up" if i < warmup_steps else "measure"
-            print(
-                f"[dlbench] step {i + 1}/{total} ({phase}) {times[i + 1] - times[i]:.3f} s/step",
-                file=sys.stderr,
-                flush=True,
-            )
-    return [
-        {
-            "i": i,
-            "phase": "warmup" if i < warmup_steps else "measure",
-            "t_start": times[i],
-            "t_end": times[i + 1],
-            "samples": samples,
-            "data_wait": data_ready[i] - times[i],
-            "loss": _finite_or_none(runner.loss_value(losses[i])),
-        }
-        for i in range(total)
-    ]
+        if progress_every and (i + 1) % progress_every == 0:
+            _progress(i, total, warmup_steps, times[i + 1] - times[i])
+    if meter is not None:
+        meter.stop()
+    return times[:-1], times[1:], [data_ready[i] - times[i] for i in range(total)], losses
+
+
+def _window_sync(runner, warmup_steps, total, progress_every, meter, events):
+    """Marks: one before step 0, one after each step, and one more after the sync at the end
+    of the warm-up (the measured steps are timed from it, so the sync and the energy read at
+    the window's start belong to no step). Host clock: the anchors after each sync."""
+    enqueued = [0.0] * (total + 1)
+    data_ready = [0.0] * total
+    losses = [None] * total
+    next_batch, step, sync, mark = runner.next_batch, runner.step, runner.sync, events.mark
+    sync()
+    if meter is not None and warmup_steps == 0:
+        meter.start()
+    anchors = [clock()]
+    enqueued[0] = anchors[0]
+    mark()
+    for i in range(total):
+        batch = next_batch()
+        data_ready[i] = clock()
+        losses[i] = step(batch)
+        mark()
+        if i + 1 == warmup_steps and warmup_steps < total:
+            sync()
+            if meter is not None:
+                meter.start()
+            anchors.append(clock())
+            mark()
+        enqueued[i + 1] = clock()
+        if progress_every and (i + 1) % progress_every == 0:
+            _progress(i, total, warmup_steps, enqueued[i + 1] - enqueued[i])
+    sync()
+    if meter is not None:
+        meter.stop()
+    seconds = events.seconds()  # between consecutive marks, after the sync
+    t_start, t_end = [], []
+    for i in range(total):
+        extra = i >= warmup_steps > 0 and warmup_steps < total  # the mark after the warm-up's sync
+        if i == 0 or (extra and i == warmup_steps):
+            now = anchors[1] if i and extra else anchors[0]
+        t_start.append(now)
+        now += seconds[i + extra]
+        t_end.append(now)
+    return t_start, t_end, [data_ready[i] - enqueued[i] for i in range(total)], losses
 
 
 def _finite_or_none(x: float):
@@ -140,6 +202,7 @@ def run_rank(
     runner = None
     writer = None
     steps: list[dict] = []
+    meter = energy.NotMeasured("the run ended before its measured window")
     status, error = "ok", None
     start_time = _utc_now()
     try:
@@ -148,7 +211,10 @@ def run_rank(
         apply_memory_cap(memory_cap_mb)
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
-        steps = time_steps(runner, protocol["warmup_steps"], protocol["measured_steps"], progress_every, spec.dist.rank)
+        meter = energy.open_meter(spec.device, _local_device_indices(spec))
+        steps = time_steps(
+            runner, protocol["warmup_steps"], protocol["measured_steps"], progress_every, spec.dist.rank, meter
+        )
     except BaseException as exc:  # every failure becomes a footer, never a lost log
         status = classify(runner, exc)
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
@@ -168,6 +234,7 @@ def run_rank(
                 steps_completed=len(steps),
                 max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 memory_cap_mb=memory_cap_mb or None,
+                energy=meter.record(),
             )
         except StepLogWriteError as exc:
             # What was written stays (no footer: never read as valid); the rank exits non-zero.
@@ -178,6 +245,11 @@ def run_rank(
             with contextlib.suppress(Exception):
                 runner.close()
     return status
+
+
+def _local_device_indices(spec: RunSpec) -> list[int]:
+    """The devices this rank drives: its local rank's, or all of its node's (one process per node)."""
+    return list(range(spec.local_devices)) if spec.local_devices > 1 else [spec.dist.local_rank]
 
 
 def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: dict | None) -> Header:
@@ -202,7 +274,7 @@ def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: 
         host=socket.gethostname(),
         pid=os.getpid(),
         start_time=start_time,
-        clock="time.perf_counter",
+        **(runner.timing() if runner is not None else {"clock": "time.perf_counter", "sync": "step"}),
         python=platform.python_version(),
         dlbench_version=__version__,
         framework={"name": spec.coords.framework, **described},

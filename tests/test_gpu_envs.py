@@ -65,7 +65,6 @@ def test_the_caict_grid_on_cuda_plans_every_framework_with_its_cuda_environment(
         assert f"{framework}-cuda" in used
     # The CPU environments appear only for the FLOPs count (PyTorch on the host), never a run.
     assert used - {"pytorch"} == {"pytorch-cuda", "tensorflow-cuda", "mxnet-cuda"}
-    assert re.search(r"framework_env\s+3\b", text), "the three CUDA environments are built, nothing else"
 
 
 def test_the_default_run_on_cpu_builds_no_cuda_environment(tmp_path):

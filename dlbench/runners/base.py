@@ -88,6 +88,16 @@ class Runner:
     def sync(self) -> None:
         """Block until all queued device work has finished."""
 
+    def step_events(self, steps: int):
+        """Device events that time `steps` steps so that the timed loop syncs only at the
+        window's ends (dlbench.worker, docs/gpu.md): an object with mark() (record an event)
+        and seconds() (between consecutive marks, after a sync). None: per-step sync()."""
+        return None
+
+    def timing(self) -> dict:
+        """The step log header's clock and sync: what `step_events` will do."""
+        return {"clock": "time.perf_counter", "sync": "step"}
+
     def loss_value(self, handle) -> float:
         """Turn a loss handle into a float (called after the timed loop)."""
         return float(handle)

@@ -28,6 +28,7 @@ CAPABILITIES = Capabilities(
             layout=ProcessLayout.PER_NODE,
         ),
     ),
+    device_envs={"cuda": "jax-cuda"},  # envs/jax-cuda.txt (docs/gpu.md)
 )
 
 

@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
         ),
         _horovod.strategy(),
     ),
+    device_envs={"cuda": "mxnet-cuda"},  # envs/mxnet-cuda.txt (docs/gpu.md)
 )
 
 # What sync() waits for (docs/frameworks/mxnet.md): the last step's loss, or every queued operator.

@@ -9,7 +9,7 @@ from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
 from dlbench.runners.plugin import Capabilities, Strategy
-from dlbench.runners.pytorch import models, pipeline, strategies
+from dlbench.runners.pytorch import clock, models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
 
@@ -31,6 +31,7 @@ CAPABILITIES = Capabilities(
         # Horovod does not build against the locked torch (README, Strategies): its cells say why.
         _horovod.strategy(),
     ),
+    device_envs={"cuda": "pytorch-cuda"},  # envs/pytorch-cuda.txt (docs/gpu.md)
 )
 
 
@@ -68,6 +69,9 @@ class Runner(BaseRunner):
         on_cuda = self.device.type == "cuda"
         self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
+        # On CUDA, steps are timed by events and the queue drained at the window's ends only
+        # (docs/gpu.md); benchmarks/gpu_check.py sets it False to measure per-step sync's cost.
+        self.window_sync = on_cuda
 
     def _device(self):
         torch, spec = self.torch, self.spec
@@ -168,6 +172,14 @@ class Runner(BaseRunner):
     def sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
+
+    def step_events(self, steps: int):
+        return clock.CudaStepEvents(self.torch, steps) if getattr(self, "window_sync", False) else None
+
+    def timing(self) -> dict:
+        if getattr(self, "window_sync", False):
+            return {"clock": clock.CLOCK, "sync": "window"}
+        return super().timing()
 
     def loss_value(self, handle) -> float:
         return float(handle)
