@@ -9,6 +9,7 @@ out-of-memory probe cannot poison the next one. Stdlib only.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -100,7 +101,7 @@ def launcher_probe(python: str, repo: str, request: LaunchRequest) -> Callable[[
             subprocess.run(
                 [python, "-m", "dlbench.launch", *launch.to_argv()],
                 cwd=repo,
-                env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
+                env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin", **_passed_on()},
                 check=False,
                 capture_output=True,
                 timeout=1800,
@@ -109,6 +110,13 @@ def launcher_probe(python: str, repo: str, request: LaunchRequest) -> Callable[[
             return read_steplog(log).status if log.exists() else "missing"
 
     return probe
+
+
+def _passed_on() -> dict:
+    """What a probe keeps of the search's environment: the GPUs its Slurm job was given
+    (CUDA_VISIBLE_DEVICES) and the plug-in path that names its framework."""
+    names = ("CUDA_VISIBLE_DEVICES", "DLBENCH_FRAMEWORK_PATH")
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def write_result(path: str, batch: int, history: list[dict], settings: dict) -> None:

@@ -65,6 +65,9 @@ def test_the_caict_grid_on_cuda_plans_every_framework_with_its_cuda_environment(
         assert f"{framework}-cuda" in used
     # The CPU environments appear only for the FLOPs count (PyTorch on the host), never a run.
     assert used - {"pytorch"} == {"pytorch-cuda", "tensorflow-cuda", "mxnet-cuda"}
+    # `batch: max`'s search is submitted with a 1-device run's request: one GPU.
+    search = text.split("rule find_max_batch:", 1)[1].split("\n\n", 1)[0]
+    assert "gpu=1" in search and "tasks=1" in search
 
 
 def test_the_default_run_on_cpu_builds_no_cuda_environment(tmp_path):

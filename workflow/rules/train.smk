@@ -26,6 +26,9 @@ rule find_max_batch:
     conda:
         ANALYSIS_ENV
     threads: threads_per_run()
+    # Submitted as a 1-device run is (one GPU on CUDA), so its probes run where the runs will.
+    resources:
+        **dlbench_jobs.JobShape("1x1", 1).resources(config["run"]),
     params:
         python=framework_python,
         repo=REPO,
