@@ -109,3 +109,35 @@ def test_device_fields_refuse_an_unknown_device_and_a_bad_name():
     assert caps.device_unavailable("cuda") == "no CUDA wheel for Python 3.11"
     assert caps.device_unavailable("cpu") is None
     assert capabilities("pytorch").device_unavailable("cuda") is None
+
+
+# The wheel that provides each CUDA 11 library MXNet's CUDA build needs.
+MXNET_CUDA_WHEELS = {
+    "libcudart.so.11.0": "nvidia-cuda-runtime-cu11",
+    "libnvrtc.so.11.2": "nvidia-cuda-nvrtc-cu11",
+    "libcublasLt.so.11": "nvidia-cublas-cu11",
+    "libcublas.so.11": "nvidia-cublas-cu11",
+    "libcusparse.so.11": "nvidia-cusparse-cu11",
+    "libcusolver.so.11": "nvidia-cusolver-cu11",
+    "libcufft.so.10": "nvidia-cufft-cu11",
+    "libcurand.so.10": "nvidia-curand-cu11",
+    "libcudnn.so.8": "nvidia-cudnn-cu11",
+    "libnccl.so.2": "nvidia-nccl-cu11",
+    "libnvToolsExt.so.1": "nvidia-nvtx-cu11",
+}
+
+
+def test_mxnet_cuda_libraries_come_from_locked_wheels_and_load_from_site_packages(tmp_path):
+    from dlbench.runners import _cuda_wheels
+    from dlbench.runners.mxnet import CUDA_LIBRARIES
+
+    lock = (REPO / "envs" / "mxnet-cuda.txt").read_text()
+    assert set(CUDA_LIBRARIES) == set(MXNET_CUDA_WHEELS)
+    for wheel in MXNET_CUDA_WHEELS.values():
+        assert re.search(rf"^{wheel}==", lock, re.M), wheel
+    # A real shared library laid out as a wheel lays out its own: nvidia/<name>/lib/<soname>.
+    lib = tmp_path / "site" / "nvidia" / "zlib" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libz.so.1").write_bytes(open("/lib/x86_64-linux-gnu/libz.so.1", "rb").read())
+    loaded = _cuda_wheels.preload(("libz.so.1", "libcudart.so.11.0"), [str(tmp_path / "site")])
+    assert loaded == [str(lib / "libz.so.1")]

@@ -9,12 +9,26 @@ from __future__ import annotations
 import os
 import sys
 
-from dlbench.runners import _horovod
+from dlbench.runners import _cuda_wheels, _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.mxnet import models, pipeline, strategies
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_LR, SGD_MOMENTUM
 
+# mxnet-cu112's libmxnet.so's CUDA libraries, dependencies first (envs/mxnet-cuda.in).
+CUDA_LIBRARIES = (
+    "libcudart.so.11.0",
+    "libnvrtc.so.11.2",
+    "libcublasLt.so.11",
+    "libcublas.so.11",
+    "libcusparse.so.11",
+    "libcusolver.so.11",
+    "libcufft.so.10",
+    "libcurand.so.10",
+    "libcudnn.so.8",
+    "libnccl.so.2",
+    "libnvToolsExt.so.1",
+)
 CAPABILITIES = Capabilities(
     label="MXNet",
     colour="#1f77b4",
@@ -72,6 +86,8 @@ class Runner(BaseRunner):
         os.environ["OMP_NUM_THREADS"] = str(max(1, spec.threads // self.strategy.devices(spec)))
         os.environ.setdefault("MXNET_CPU_WORKER_NTHREADS", "1")
         self.strategy.before_import(spec)
+        if spec.device == "cuda":  # the CUDA 11 libraries libmxnet.so needs, from their wheels
+            _cuda_wheels.preload(CUDA_LIBRARIES)
 
         import mxnet as mx
         import mxnet.gluon.model_zoo.vision  # noqa: F401
