@@ -58,21 +58,33 @@ def slurm_status(state: str | None) -> str | None:
     return SLURM_STATUS.get(state.split()[0].rstrip("+"))
 
 
+def _sacct_records(job_id: str, instances: bool = False) -> list[dict]:
+    """sacct's lines for the job (accounting), oldest first; with `instances`, one per run of
+    a requeued job (`-D`: a node failure requeues a batch job under the same id)."""
+    cmd = ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobIDRaw,State,ExitCode,Elapsed,Reason"]
+    out = query([*cmd, "-D"] if instances else cmd) or ""
+    records = []
+    for line in out.splitlines():
+        fields = line.split("|") + [None, None]
+        if fields[0] == str(job_id) and fields[2] is not None:
+            records.append(
+                {
+                    "state": fields[1],
+                    "exit_code": fields[2],
+                    "elapsed": fields[3],
+                    "reason": fields[4],
+                    "source": "sacct",
+                }
+            )
+    return records
+
+
 def job_state(job_id: str) -> dict:
     """Slurm's account of a job: sacct (accounting) if it answers, else squeue (jobs stay
     there MinJobAge seconds after they end). {"state": None} when neither knows it."""
-    out = query(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobIDRaw,State,ExitCode,Elapsed,Reason"])
-    if out:
-        for line in out.splitlines():
-            fields = line.split("|")
-            if fields and fields[0] == str(job_id) and len(fields) >= 3:
-                return {
-                    "state": fields[1],
-                    "exit_code": fields[2],
-                    "elapsed": fields[3] if len(fields) > 3 else None,
-                    "reason": fields[4] if len(fields) > 4 else None,
-                    "source": "sacct",
-                }
+    records = _sacct_records(job_id)
+    if records:
+        return records[-1]
     out = query(["squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%i|%T|%r"])
     if out:
         for line in out.splitlines():
@@ -117,13 +129,15 @@ def unsettled(run_dir: str | os.PathLike) -> bool:
 def _final_state(run_dir: Path, job_id: str | None) -> dict:
     """The earlier job's state once Slurm no longer lists it as active (accounting can lag
     behind the controller); exits with a message if it is still active after ACTIVE_WAIT_S."""
+    own_job = job_id is not None and job_id == job_id_from_environment()
+    if own_job:
+        return _earlier_instance(job_id)
     state = job_state(job_id) if job_id else {"state": None, "source": None}
-    own_job = job_id == job_id_from_environment()
     deadline = time.monotonic() + ACTIVE_WAIT_S
-    while _active(state) and not own_job and time.monotonic() < deadline:
+    while _active(state) and time.monotonic() < deadline:
         time.sleep(5)
         state = job_state(job_id)
-    if _active(state) and not own_job:
+    if _active(state):
         sys.exit(
             f"dlbench: {run_dir}: the earlier attempt, Slurm job {job_id}, is still {state['state']}; "
             "wait for it to end (or scancel it), then run again"
@@ -131,11 +145,29 @@ def _final_state(run_dir: Path, job_id: str | None) -> dict:
     return state
 
 
+def _earlier_instance(job_id: str) -> dict:
+    """How the earlier run of this very job ended: Slurm requeued it (JobRequeue, after
+    NODE_FAIL, preemption or `scontrol requeue`) and runs the same batch script again."""
+    ended = [r for r in _sacct_records(job_id, instances=True) if not _active(r)]
+    if ended:
+        return {**ended[-1], "requeued": True}
+    return {
+        "state": "REQUEUED",
+        "reason": "no accounting (sacct) for the earlier run",
+        "source": None,
+        "requeued": True,
+    }
+
+
 def _move_aside(run_dir: Path, record: dict) -> None:
     """Snakemake's retry: the earlier attempt's files go to `attempt<k>/`."""
     write_record(run_dir, record)
     target = set_aside(run_dir, _evidence(run_dir), int(record.get("attempt") or attempt_number(run_dir)))
-    print(f"[dlbench] retry: the earlier attempt's files are in {target}", file=sys.stderr)
+    final = record.get("job_final") or {}
+    how = f"Slurm job {record.get('job_id')} ended {final.get('state')}" + (
+        ", requeued" if final.get("requeued") else ""
+    )
+    print(f"[dlbench] retry ({how}): the earlier attempt's files are in {target}", file=sys.stderr)
 
 
 def previous_attempt(run_dir: str | os.PathLike, world: int, settle: bool | None = None) -> list[int | None] | None:
