@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import efficiency, stats
+from dlbench import efficiency, labels, sanity, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -30,9 +30,11 @@ from dlbench.steplog import StepLog, rank_log_name, read_steplog
 FAILURE_ORDER = ("oom", "timeout", "cancelled", "failed", "killed", "invalid", "missing")
 
 
-def summarize_run(coords: RunCoords, root: str | Path = ".") -> dict:
-    """One row of runs.csv: status, throughput and evidence for one run."""
-    return with_slurm_outcome(summarize_logs(coords, root), Path(root) / coords.run_dir)
+def summarize_run(coords: RunCoords, root: str | Path = ".", loss_tolerance: float | None = None) -> dict:
+    """One row of runs.csv: status, throughput, sanity verdict and evidence for one run
+    (`loss_tolerance`: the protocol's, dlbench.sanity; None: the schema's default)."""
+    row = summarize_logs(coords, root, loss_tolerance)
+    return with_slurm_outcome(row, Path(root) / coords.run_dir)
 
 
 def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
@@ -48,7 +50,7 @@ def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
     return row
 
 
-def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
+def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: float | None = None) -> dict:
     """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
     step_logs = run_layout(coords).step_logs
@@ -88,6 +90,8 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".") -> dict:
         return row
     row.update(_measurement(logs, measured))
     row.update(efficiency.run_energy(logs, row["measured_samples"]), sync=logs[0].header.get("sync", "step"))
+    tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
+    row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
     return row
 
 
@@ -118,14 +122,17 @@ def _measurement(logs: list[StepLog], measured: list[list[dict]]) -> dict:
     )
 
 
-def runs_table(runs: list[RunCoords], root: str | Path = ".", workers: int | None = None) -> pd.DataFrame:
+def runs_table(
+    runs: list[RunCoords], root: str | Path = ".", workers: int | None = None, loss_tolerance: float | None = None
+) -> pd.DataFrame:
     """One row per run; large grids are read by one process per core (order kept)."""
     workers = workers or os.cpu_count() or 1
+    summarize = partial(summarize_run, root=root, loss_tolerance=loss_tolerance)
     if workers > 1 and len(runs) >= 1000:
         with ProcessPoolExecutor(workers) as pool:
-            rows = list(pool.map(partial(summarize_run, root=root), runs, chunksize=200))
+            rows = list(pool.map(summarize, runs, chunksize=200))
     else:
-        rows = [summarize_run(c, root) for c in runs]
+        rows = [summarize(c) for c in runs]
     df = pd.DataFrame(rows)
     return df if not df.empty else pd.DataFrame(columns=[*RUN_FIELDS, "status", "throughput"])
 
@@ -167,6 +174,7 @@ def cells_table(
                 "ci95_high": ci_high,
                 "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
                 **efficiency.cell_energy(group),
+                **_cell_sanity(group),
             }
         )
     for cell, reason in (unavailable or {}).items():
@@ -198,6 +206,21 @@ def real_data_pairs(cells: pd.DataFrame) -> pd.DataFrame:
     real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
     real = real.assign(synthetic_throughput=real["throughput"] / real["real_vs_synthetic"])
     return real.sort_values(["model", "batch", "precision", "framework", "devices", "strategy"])
+
+
+def _cell_sanity(group: pd.DataFrame) -> dict:
+    """The cell's sanity columns from its runs' (dlbench.sanity.cell_sanity); its quarters'
+    mean losses are the means over its repeats."""
+    if "sanity" not in group:
+        return {"sanity": "", "sanity_reason": ""}
+    verdicts = [labels.text(v) for v in group["sanity"]]
+    verdict, reason = sanity.cell_sanity(verdicts, [labels.text(r) for r in group["sanity_reason"]])
+    return {
+        "sanity": verdict,
+        "sanity_reason": reason,
+        "loss_first_quarter": _mean_of_ok(group, "loss_first_quarter"),
+        "loss_last_quarter": _mean_of_ok(group, "loss_last_quarter"),
+    }
 
 
 def _mean_of_ok(group: pd.DataFrame, column: str) -> float:

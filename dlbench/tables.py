@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import efficiency, labels
+from dlbench import efficiency, labels, sanity
 from dlbench.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.grid import Grid
 
@@ -18,7 +18,7 @@ def build(
     flops: dict[str, float] | None = None,
     peak_tflops: float = 0.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    runs = runs_table(experiment.runs, root)
+    runs = runs_table(experiment.runs, root, loss_tolerance=sanity.loss_tolerance(experiment.protocol))
     cells = cells_table(runs, experiment.protocol["statistic"], experiment.unavailable, noisy_cv)
     return runs, add_flops(cells, flops or {}, peak_tflops)
 
@@ -43,7 +43,8 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 
 
 def cell_text(cell: pd.Series) -> str:
-    """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy) or its status."""
+    """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy, `SUSPECT`: its
+    training failed the sanity check) or its status."""
     if cell["status"] in labels.STATUS_TEXT:
         return labels.STATUS_TEXT[cell["status"]]
     text = f"{cell['throughput']:.1f}"
@@ -53,6 +54,8 @@ def cell_text(cell: pd.Series) -> str:
         text += f" * ({int(cell['n'])}/{int(cell['repeats'])})"  # floats when read back with N/A cells
     if bool(cell.get("noisy", False)):
         text += " ~"
+    if cell.get("sanity") == sanity.SUSPECT:
+        text += " " + labels.SANITY_TEXT[sanity.SUSPECT]
     return text
 
 
@@ -99,7 +102,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
         f"Protocol `{protocol['preset']}`: {protocol['warmup_steps']} warm-up steps, "
         f"{protocol['measured_steps']} measured steps, {protocol['repeats']} repeats, "
         f"statistic: {protocol['statistic']} (± sample std across repeats; * = not all repeats "
-        "produced a number; ~ = noisy, CV above threshold).",
+        "produced a number; ~ = noisy, CV above threshold; SUSPECT = failed the sanity check, below).",
         "",
     ]
     for title, table in pivot(cells):
@@ -107,6 +110,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     data = real_vs_synthetic(cells)
     if not data.empty:
         lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
+    lines += sanity_lines(cells)
     energy = efficiency.energy_table(cells)
     if energy is not None:
         lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
@@ -122,3 +126,21 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def sanity_lines(cells: pd.DataFrame) -> list[str]:
+    """The Markdown section that lists the cells whose training failed the sanity check, and why."""
+    if "sanity" not in cells:
+        return []
+    judged = cells[cells["sanity"].isin([sanity.PASS, sanity.SUSPECT])]
+    if judged.empty:
+        return []
+    suspect = judged[judged["sanity"] == sanity.SUSPECT]
+    passing = f"{len(judged) - len(suspect)} of {len(judged)} cells pass ({labels.SANITY_MEANING})."
+    lines = ["## Sanity", "", passing, ""]
+    for _, c in suspect.iterrows():
+        lines.append(
+            f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "
+            + labels.sanity_label(c["sanity"], c["sanity_reason"])
+        )
+    return [*lines, ""] if len(suspect) else lines

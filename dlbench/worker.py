@@ -20,6 +20,7 @@ from dlbench import __version__, energy
 from dlbench.runners import framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
+from dlbench.workload import optimizer_settings
 
 # run_rank's answer when the step log could not be written: the rank's exit code is 1.
 LOG_NOT_WRITTEN = "log not written"
@@ -254,7 +255,7 @@ def _local_device_indices(spec: RunSpec) -> list[int]:
 
 def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: dict | None) -> Header:
     try:
-        described = runner.describe() if runner is not None else {}
+        described = {"optimizer": optimizer_settings(spec), **(runner.describe() if runner is not None else {})}
     except Exception as exc:  # describe() after a failed build may itself fail
         described = {"describe_error": str(exc)}
     return Header(

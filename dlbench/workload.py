@@ -2,6 +2,10 @@
 settings and ImageNet's normalisation. Stdlib only (imported inside the framework
 environments); docs/frameworks/ says how each framework uses them."""
 
+import os
+
+from dlbench.models import CATALOGUE
+
 # BERT-base (Devlin et al. 2018; google-research/bert's bert_config.json for
 # uncased_L-12_H-768_A-12), in Google's and Hugging Face's key names.
 # max_predictions_per_seq_fraction: the share of a sequence's tokens that are masked-LM
@@ -24,14 +28,42 @@ BERT_BASE = {
 MAX_PREDICTIONS_PER_SEQ = 20
 MASK_TOKEN_ID = 103  # [MASK] in BERT's uncased vocabulary
 
-# CNNs: SGD with momentum; BERT: Adam. ADAM_EPSILON is Google's BERT optimiser's (the
-# TensorFlow and MXNet runners use it; the PyTorch runner keeps torch's default, 1e-8).
-SGD_LR = 0.01
+# CNNs: SGD with momentum, its learning rate scaled linearly with the global batch
+# (Goyal et al. 2017, "Accurate, Large Minibatch SGD": 0.1 per 256 samples; docs/sanity.md
+# has the measurements that chose it); BERT: Adam. ADAM_EPSILON is Google's BERT optimiser's
+# (the TensorFlow and MXNet runners use it; the PyTorch runner keeps torch's default, 1e-8).
+SGD_LR_PER_256 = 0.1
 SGD_MOMENTUM = 0.9
 ADAM_LR = 1e-4
 ADAM_EPSILON = 1e-6
+# A factor on the CNNs' SGD learning rate, for tests that plant a diverging run (e.g. 1e5).
+LR_SCALE_ENV = "DLBENCH_LR_SCALE"
 
 # ImageNet's per-channel mean and standard deviation on the 0-255 scale, as torchvision's
 # models expect them.
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+def lr_scale() -> float:
+    """The factor DLBENCH_LR_SCALE puts on the SGD learning rate (1 when unset)."""
+    raw = os.environ.get(LR_SCALE_ENV, "").strip()
+    try:
+        scale = float(raw) if raw else 1.0
+    except ValueError:
+        raise ValueError(f"{LR_SCALE_ENV}={raw!r} is not a number") from None
+    if not scale > 0:
+        raise ValueError(f"{LR_SCALE_ENV}={raw!r} must be a positive number")
+    return scale
+
+
+def sgd_lr(spec) -> float:
+    """The CNNs' SGD learning rate for a run (`spec`: a RunSpec): 0.1 × global batch / 256."""
+    return SGD_LR_PER_256 * spec.batch * spec.coords.devices / 256 * lr_scale()
+
+
+def optimizer_settings(spec) -> dict:
+    """What the step-log header records of the run's optimizer (the runners use the same numbers)."""
+    if CATALOGUE.get(spec.coords.model, {}).get("kind") == "text":
+        return {"name": "adam", "learning_rate": ADAM_LR, "epsilon": ADAM_EPSILON}
+    return {"name": "sgd", "learning_rate": sgd_lr(spec), "momentum": SGD_MOMENTUM, "rule": "0.1 x global batch / 256"}

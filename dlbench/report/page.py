@@ -86,6 +86,7 @@ def render(
         sources={"cells": "", "cells_sha256": "", "runs": "", "environment": "", **(sources or {})},
         statuses=sorted(set(cells["status"]) - {"ok"}, key=_status_order) if not cells.empty else [],
         status_meaning=labels.STATUS_MEANING,
+        sanity_meaning=labels.SANITY_MEANING,
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=figs.colour,
     )

@@ -10,6 +10,7 @@ import os
 from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
+from dlbench.workload import sgd_lr
 
 CAPABILITIES = Capabilities(
     label="JAX",
@@ -83,7 +84,7 @@ class Runner(BaseRunner):
         rank = spec.dist.rank
         images, labels = train.synthetic_batch(spec.batch * spec.local_devices, size, spec.seed + rank, models.CLASSES)
         data, replicated = train.placement(self.devices)
-        self.state, optimizer = train.initial_state(model, size, spec.seed, replicated)
+        self.state, optimizer = train.initial_state(model, size, spec.seed, replicated, sgd_lr(spec))
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
         self.images = jax.make_array_from_process_local_data(data, images)
         self.labels = jax.make_array_from_process_local_data(data, labels)

@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dlbench.workload import SGD_LR, SGD_MOMENTUM
+from dlbench.workload import SGD_MOMENTUM
 
 
-def initial_state(model, size: int, seed: int, sharding):
+def initial_state(model, size: int, seed: int, sharding, learning_rate: float):
     """(params, batch_stats, opt_state, step) computed on the devices of `sharding` (every
     process computes the same values: no host copy), and the optimizer."""
-    optimizer = optax.sgd(SGD_LR, momentum=SGD_MOMENTUM)
+    optimizer = optax.sgd(learning_rate, momentum=SGD_MOMENTUM)
 
     def init():
         keys = {"params": jax.random.key(seed), "dropout": jax.random.key(seed + 1)}

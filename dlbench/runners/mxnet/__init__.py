@@ -13,7 +13,7 @@ from dlbench.runners import _cuda_wheels, _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.mxnet import models, pipeline, strategies
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_LR, SGD_MOMENTUM
+from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_MOMENTUM, sgd_lr
 
 # mxnet-cu112's libmxnet.so's CUDA libraries, dependencies first (envs/mxnet-cuda.in).
 CUDA_LIBRARIES = (
@@ -144,7 +144,7 @@ class Runner(BaseRunner):
         if self.is_bert:
             optimizer, opt_args = "adam", {"learning_rate": ADAM_LR, "epsilon": ADAM_EPSILON}
         else:
-            optimizer, opt_args = "sgd", {"learning_rate": SGD_LR, "momentum": SGD_MOMENTUM}
+            optimizer, opt_args = "sgd", {"learning_rate": sgd_lr(spec), "momentum": SGD_MOMENTUM}
         self.trainer, self.step_batch = self.strategy.trainer(mx, net, optimizer, opt_args, spec, self.ctxs)
         on_cuda = spec.device == "cuda"
         if self.amp is not None and on_cuda:

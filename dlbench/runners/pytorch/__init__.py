@@ -11,7 +11,7 @@ from dlbench.runners.base import address_space_capped
 from dlbench.runners.plugin import Capabilities, Strategy
 from dlbench.runners.pytorch import clock, models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
-from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
+from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 CAPABILITIES = Capabilities(
     label="PyTorch",
@@ -92,7 +92,7 @@ class Runner(BaseRunner):
         if self.is_text:
             optimizer = torch.optim.Adam(params, lr=ADAM_LR, foreach=True)
         else:
-            optimizer = torch.optim.SGD(params, lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=True)
+            optimizer = torch.optim.SGD(params, lr=sgd_lr(self.spec), momentum=SGD_MOMENTUM, foreach=True)
             self.loss_fn = torch.nn.CrossEntropyLoss()
         self.optimizer = self.strategy.wrap_optimizer(optimizer, self.model)
         self.optimizer_step = self.optimizer.step

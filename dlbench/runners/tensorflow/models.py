@@ -7,7 +7,7 @@ from __future__ import annotations
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
 from dlbench.runners.tensorflow import pipeline
 from dlbench.runners.tensorflow.bert import bert_model
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, BERT_BASE, IMAGENET_MEAN, IMAGENET_STD, SGD_LR, SGD_MOMENTUM
+from dlbench.workload import ADAM_EPSILON, ADAM_LR, BERT_BASE, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 # Keras's mixed-precision policy → the TF-native CNNs' compute dtype.
 _COMPUTE_DTYPE = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
@@ -39,7 +39,7 @@ class ImageClassification:
         compute = _COMPUTE_DTYPE.get(policy, "float32")
         model = cnn.ImageModel(self.spec.coords.model, self.size, IMAGE_CLASSES, self.spec.seed, stats, compute)
         loss_scaling = compute == "float16"
-        return model, optim.MomentumSGD(SGD_LR, SGD_MOMENTUM, loss_scaling=loss_scaling), loss_scaling
+        return model, optim.MomentumSGD(sgd_lr(self.spec), SGD_MOMENTUM, loss_scaling=loss_scaling), loss_scaling
 
     def synthetic_batch(self, tf) -> dict:
         """One fixed batch, created once on the device (the pipeline's `synthetic` data)."""
