@@ -73,7 +73,7 @@ def checked_grid(config: dict, fill_defaults: Callable[[dict], None]):
     except Exception as error:  # noqa: BLE001 (whatever the workflow's validator raises)
         # The schema check again, for its one short message (validating once when all is well).
         raise grid.ConfigError(schema_problem(config) or str(error)) from None
-    problem = paths.config_problem(config)
+    problem = paths.config_problem(config) or paths.source_problem(config)
     if problem:
         raise grid.ConfigError(problem)
     return grid.expand(config)

@@ -50,10 +50,16 @@ def read_manifest(directory: str | os.PathLike) -> dict:
     path = os.path.join(directory, MANIFEST_NAME)
     if not os.path.isfile(path):
         raise DataError(f"{path}: dataset manifest not found (convert the dataset first)")
-    with open(path) as f:
-        manifest = json.load(f)
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        raise DataError(f"{path}: unknown manifest schema {manifest.get('schema')!r}")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as error:
+        raise DataError(
+            f"{path}: cannot be read as a dataset manifest ({error}); remove {directory} to convert it again"
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
+        found = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
+        raise DataError(f"{path}: unknown manifest schema {found!r}")
     return manifest
 
 

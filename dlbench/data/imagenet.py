@@ -65,6 +65,15 @@ def synthetic_wnids(classes: int) -> list[str]:
     return [f"n{90_000_000 + k:08d}" for k in range(classes)]
 
 
+def _listing(directory: str) -> list[os.DirEntry]:
+    """The entries of a directory; one DataError naming it when it cannot be read."""
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except OSError as error:
+        raise DataError(f"{directory}: cannot read this directory ({error.strerror})") from None
+
+
 def class_names(root: str | os.PathLike) -> list[str]:
     """The sorted class directories of `<root>/train` (the label of each is its index)."""
     root = os.fspath(root)
@@ -73,7 +82,7 @@ def class_names(root: str | os.PathLike) -> list[str]:
     train = os.path.join(root, "train")
     if not os.path.isdir(train):
         raise DataError(f"{train}: training image directory not found (expected <root>/train/<wnid>/*.JPEG)")
-    wnids = sorted(entry.name for entry in os.scandir(train) if entry.is_dir() and not entry.name.startswith("."))
+    wnids = sorted(entry.name for entry in _listing(train) if entry.is_dir() and not entry.name.startswith("."))
     if not wnids:
         raise DataError(f"{train}: no class directories (expected <root>/train/<wnid>/*.JPEG)")
     return wnids
@@ -113,7 +122,7 @@ def scan(root: str | os.PathLike, split: str, wnids: list[str]) -> list[Entry]:
     if not os.path.isdir(split_dir):
         raise DataError(f"{split_dir}: image directory of split '{split}' not found")
     labels = {wnid: label for label, wnid in enumerate(wnids)}
-    present = sorted(entry.name for entry in os.scandir(split_dir) if entry.is_dir() and not entry.name.startswith("."))
+    present = sorted(entry.name for entry in _listing(split_dir) if entry.is_dir() and not entry.name.startswith("."))
     unknown = [wnid for wnid in present if wnid not in labels]
     if unknown:
         raise DataError(f"{os.path.join(split_dir, unknown[0])}: class not in train/ ({len(unknown)} such)")
@@ -124,7 +133,7 @@ def scan(root: str | os.PathLike, split: str, wnids: list[str]) -> list[Entry]:
             if split == "train":
                 raise DataError(f"{class_dir}: class directory not found")
             continue
-        names = sorted(entry.name for entry in os.scandir(class_dir) if entry.is_file() and _is_image(entry.name))
+        names = sorted(entry.name for entry in _listing(class_dir) if entry.is_file() and _is_image(entry.name))
         if not names and split == "train":
             raise DataError(f"{class_dir}: no JPEG images in this class directory")
         entries += [Entry(f"{split}/{wnid}/{name}", wnid, labels[wnid]) for name in names]

@@ -187,3 +187,18 @@ def config_problem(config: dict) -> str | None:
     if text["max_predictions"] > text["seq_len"] - 3:
         return f"data.text.max_predictions: {text['max_predictions']} exceeds seq_len - 3 ({text['seq_len'] - 3})"
     return None
+
+
+def source_problem(config: dict) -> str | None:
+    """A configured `data.images.source` that is not a readable ImageNet layout (the
+    conversions would fail on it later, in a log file), naming the path; else None."""
+    source = image_settings(config)["source"]
+    if source is None:
+        return None
+    from dlbench.data import DataError, imagenet
+
+    try:
+        imagenet.class_names(source)
+    except DataError as error:
+        return f"data.images.source: {error}"
+    return None
