@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import jinja2
@@ -13,6 +12,8 @@ from dlbench import figures as figs
 from dlbench import findings as fnd
 from dlbench import labels
 from dlbench.provenance import sha256_file
+from dlbench.report.campaigns import generated_text
+from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
 from dlbench.report.sections import method, model_sections, published_vs_measured
 from dlbench.stats import finite
@@ -60,6 +61,7 @@ def render(
     references: pd.DataFrame | None = None,
     generated: str | None = None,
     sources: dict[str, str] | None = None,
+    campaigns: dict | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
     (dlbench.environment); without it, what runs.csv says."""
@@ -75,7 +77,7 @@ def render(
     found = fnd.findings(cells, noisy_cv)
     found += fnd.reference_verdicts(references, float(reference_settings.get("tolerance", 0.1)))
     return _template().render(
-        generated=generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=generated or generated_text(environment),
         protocol=protocol,
         method=method(protocol, config, cells, noisy_cv),
         environment=environment if environment is not None else environments.from_runs(runs),
@@ -89,6 +91,7 @@ def render(
         sanity_meaning=labels.SANITY_MEANING,
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=figs.colour,
+        campaigns=campaigns,
     )
 
 
@@ -99,6 +102,7 @@ def render_files(
     config: dict,
     references_path: str | Path | None = None,
     environment_path: str | Path | None = None,
+    published_path: str | Path | None = None,
 ) -> str:
     """The report from the table files, as the pipeline writes them (references.csv and
     environment.json optional)."""
@@ -111,6 +115,7 @@ def render_files(
     if environment_path is not None and Path(environment_path).exists():
         environment = environments.read(environment_path)
     sources = {"cells": str(cells_path), "cells_sha256": sha256_file(cells_path), "runs": str(runs_path)}
+    tolerance = (config.get("references") or {}).get("tolerance", 0.1)
     return render(
         cells,
         runs,
@@ -119,4 +124,5 @@ def render_files(
         environment=environment,
         references=references,
         sources={**sources, "environment": str(environment_path) if environment is not None else ""},
+        campaigns=campaigns_section(cells, runs, protocol, published_path, float(tolerance)),
     )

@@ -8,6 +8,7 @@ rule report_document:
         runs="results/tables/runs.csv",
         references="results/tables/references.csv",
         environment="results/tables/environment.json",
+        published=published_references(),
     output:
         html=report(
             "results/report/index.html",

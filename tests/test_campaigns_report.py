@@ -1,0 +1,73 @@
+"""The report's campaigns section, and byte-identical regeneration from raw logs (#18)."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+
+from dlbench import audit
+from dlbench.campaigns.regenerate import OUTPUTS
+from dlbench.grid import Grid
+from tests.conftest import REPO
+from tests.test_campaigns import PROTOCOL, PUBLISHED, STEADY, measured_campaign
+
+REGENERATE = textwrap.dedent(
+    """
+    import sys
+    from dlbench.campaigns.regenerate import regenerate
+    from dlbench.grid import Grid
+    from tests.conftest import make_coords
+    root, out, published, protocol = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
+    coords = [make_coords(scale=s, strategy="single" if s == "1x1" else "ddp", repeat=r)
+              for s in ("1x1", "1x2") for r in range(1, 6)]
+    regenerate(Grid(runs=coords, unavailable={}, protocol=protocol), root, out, {}, published)
+    """
+)
+
+
+def _regenerate(root, out, hash_seed):
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": str(REPO)}
+    env.pop("SOURCE_DATE_EPOCH", None)
+    subprocess.run(
+        [sys.executable, "-c", REGENERATE, str(root), str(out), str(PUBLISHED), repr(PROTOCOL)],
+        check=True,
+        env=env,
+        cwd=REPO,
+    )
+    return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in OUTPUTS}
+
+
+def test_report_and_every_table_regenerate_byte_for_byte(tmp_path):
+    measured_campaign(tmp_path / "campaign", STEADY, scales=("1x1", "1x2"))
+    first = _regenerate(tmp_path / "campaign", tmp_path / "out", 1)
+    html = (tmp_path / "out" / "index.html").read_text()
+    for name in OUTPUTS:
+        (tmp_path / "out" / name).unlink()
+    assert _regenerate(tmp_path / "campaign", tmp_path / "out", 2) == first
+    # The published campaign regenerated beside this run, and why this run's cells match none of it.
+    assert 'id="campaigns"' in html and "seed000-nvidia_dgx_1_8x_tesla_p100" in html
+    assert "speedup 7.92× · eff. 0.99" in html  # ResNet-50 batch 64 synthetic, 1734 / 219 on 8 GPUs
+    assert "pytorch/resnet50/fp32/synthetic/8/1x2/ddp</code>: no reference cell" in html
+    assert "CAICT 2020" in html and "figures only" in html
+    assert "Generated from the tables (no run dates recorded)" in html  # no wall clock
+
+
+def test_audit_recomputes_the_derived_tables_and_hashes_the_flops_inputs(tmp_path):
+    coords = measured_campaign(tmp_path, STEADY)
+    experiment = Grid(runs=coords, unavailable={}, protocol=PROTOCOL)
+    tables_dir = tmp_path / "results" / "tables"
+    runs = pd.read_csv(tables_dir / "runs.csv", dtype={"batch": str})
+    cells = pd.read_csv(tables_dir / "cells.csv", dtype={"batch": str})
+    for name, content in audit.derived_tables(runs, cells, experiment, tmp_path).items():
+        (tables_dir / name).write_bytes(content)
+    flops = tmp_path / "results" / "flops" / "resnet50.json"
+    flops.parent.mkdir(parents=True)
+    flops.write_text('{"model": "resnet50", "train_flops_per_sample": 1.0}\n')
+    result = audit.audit(experiment, tables_dir, tmp_path, flops_files=[flops])
+    assert result.passed, result.problems
+    assert result.manifest["flops_inputs"] == {str(flops): hashlib.sha256(flops.read_bytes()).hexdigest()}
+    (tables_dir / "cells.md").write_text((tables_dir / "cells.md").read_text().replace("16.0", "17.0"))
+    assert any("cells.md differs" in p for p in audit.audit(experiment, tables_dir, tmp_path).problems)
