@@ -483,3 +483,16 @@ def test_a_launch_record_from_before_the_verdict_still_gets_slurms_word(tmp_path
     assert slurm_verdict(run_dir) == ("oom", "Slurm job 35: a rank was killed by the out-of-memory handler")
     (run_dir / "launch.json").write_text(json.dumps({"launcher": "srun", "slurm_verdict": None}))
     assert slurm_verdict(run_dir) == (None, "")
+
+
+def test_a_requeued_job_records_how_its_earlier_run_ended(tmp_path, monkeypatch):
+    """A node failure under JobRequeue: the same job id runs again; its earlier instance's
+    state (sacct -D) goes with the set-aside attempt, not the running instance's."""
+    requeued = """case " $* " in *" -D "*) echo "$5|NODE_FAIL|0:0|00:00:33|None";; esac
+echo "$5|RUNNING|0:0|00:00:04|BeginTime\""""
+    fake_commands(tmp_path, monkeypatch, sacct=requeued)
+    monkeypatch.setenv("SLURM_JOB_ID", "31")
+    run_dir = cancelled_run(tmp_path)
+    assert slurm.previous_attempt(run_dir, world=1, settle=False) is None
+    final = json.loads((run_dir / "attempt1/slurm.json").read_text())["job_final"]
+    assert final["state"] == "NODE_FAIL" and final["requeued"] is True
