@@ -3,11 +3,13 @@ logs -- finite everywhere, falling on real data within the protocol's tolerance,
 synthetic data -- carried into runs.csv, cells.csv, cells.md and the report, throughput kept."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
-from dlbench import labels, sanity, stats, tables
+from dlbench import audit, labels, sanity, stats, tables, workload
 from dlbench.aggregate import cells_table, runs_table
+from dlbench.grid import Grid
 from dlbench.report import render
 from dlbench.steplog import StepLogWriter, rank_log_name
 from tests.conftest import make_coords
@@ -115,3 +117,33 @@ def test_runs_without_losses_get_no_verdict(tmp_path):
     assert runs.loc[0, "status"] == "invalid"  # no measured steps: no number, no verdict either
     cells = cells_table(runs, "mean")
     assert cells.loc[0, "sanity"] == ""
+
+
+def test_the_audit_recomputes_the_sanity_columns(tmp_path):
+    good, bad = make_coords(data="real"), make_coords(data="real", framework="tensorflow")
+    write_losses(tmp_path, good, [FALLING])
+    write_losses(tmp_path, bad, [RISING])
+    experiment = Grid(runs=[good, bad], unavailable={}, protocol=PROTOCOL | {"loss_tolerance": 0.5})
+    runs, cells = tables.build(experiment, tmp_path)
+    tables_dir = tmp_path / "tables"
+    tables_dir.mkdir()
+    (tables_dir / "runs.csv").write_bytes(tables.csv_bytes(runs))
+    (tables_dir / "cells.csv").write_bytes(tables.csv_bytes(cells))
+    assert audit.audit(experiment, tables_dir, tmp_path, images_dir=tmp_path).passed
+    # The tolerance is part of the protocol the audit recomputes with: another one, other tables.
+    assert runs["sanity"].tolist() == ["pass", "suspect"]
+    lenient = Grid(runs=[good, bad], unavailable={}, protocol=PROTOCOL | {"loss_tolerance": 1e5})
+    assert tables.build(lenient, tmp_path)[0]["sanity"].tolist() == ["pass", "pass"]
+    assert not audit.audit(lenient, tables_dir, tmp_path, images_dir=tmp_path).passed
+
+
+def test_the_learning_rate_scales_with_the_global_batch_and_the_planting_factor(monkeypatch):
+    spec = SimpleNamespace(batch=8, coords=make_coords(scale="2x2", strategy="ddp"))
+    monkeypatch.delenv(workload.LR_SCALE_ENV, raising=False)
+    assert workload.sgd_lr(spec) == pytest.approx(0.1 * 32 / 256)
+    monkeypatch.setenv(workload.LR_SCALE_ENV, "1e5")
+    assert workload.optimizer_settings(spec)["learning_rate"] == pytest.approx(1e5 * 0.1 * 32 / 256)
+    for bad in ("fast", "0", "-1"):
+        monkeypatch.setenv(workload.LR_SCALE_ENV, bad)
+        with pytest.raises(ValueError, match=f"DLBENCH_LR_SCALE='{bad}'"):
+            workload.sgd_lr(spec)
