@@ -148,7 +148,9 @@ def comparison_verdict(
     both sides have runs and their sizes can reach `alpha`, the U test below `alpha`).
     """
     with_runs = [n for n in repeats if n > 1]
-    if not with_runs or min(with_runs) < min_repeats:
+    if not with_runs:
+        return "inconclusive", "no repeats on either side (published statistics): the ratio has no confidence interval"
+    if min(with_runs) < min_repeats:
         return (
             "inconclusive",
             f"too few repeats ({repeats[0]} and {repeats[1]}; {min_repeats} needed on a side with runs)",

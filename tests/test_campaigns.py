@@ -93,6 +93,15 @@ def test_published_campaign_protocols_and_missing_sources():
     assert len({c.id for c in campaigns}) == len(campaigns) == 7
     with pytest.raises(KeyError, match="figures only"):
         find(campaigns, "caict2020")
+    # Published against published: ratios, but no spread to state a confidence from.
+    result = cmp.compare(find(campaigns, "seed000-nvidia_dgx_1"), find(campaigns, "seed000-google_compute"))
+    dgx1_vs_k80 = result.cells.set_index(["model", "data", "batch", "scale"])
+    assert dgx1_vs_k80.loc[("resnet50", "synthetic", "64", "1x8"), "ratio"] == pytest.approx(
+        dgx1_vs_k80.loc[("resnet50", "synthetic", "64", "1x8"), "candidate"] / 1734
+    )
+    assert set(result.cells["verdict"]) == {"inconclusive"}
+    assert result.cells["why"].str.startswith("no repeats on either side").all()
+    assert [d["field"] for d in result.differences] == ["hardware.gpu"]
 
 
 def test_published_tables_go_through_the_pipeline_markdown():
