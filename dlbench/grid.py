@@ -123,6 +123,10 @@ def expand(config: dict) -> Grid:
             if model not in caps.models:
                 unavailable[cell] = caps.unavailable_models.get(model, f"{fw} has no {model} model")
                 continue
+            no_precision = caps.precision_unavailable(precision, device)
+            if no_precision:
+                unavailable[cell] = no_precision
+                continue
             if data not in caps.data:
                 unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline yet"
                 continue

@@ -87,6 +87,18 @@ def split_root(directory: str | os.PathLike, split: str = "train") -> str:
     return root
 
 
+def load_rgb(path: str):
+    """One image as PIL RGB (ImageFolder's default loader), a DataError naming the file when it
+    does not decode (the PyTorch and PaddlePaddle pipelines' loader)."""
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot decode image: {exc}") from exc
+
+
 def dataset(directory: str | os.PathLike, split: str = "train", transform=None):
     """torchvision ImageFolder over the split with the manifest's classes (so a val split
     that lacks some classes keeps train's labels); train's own classes must match them."""

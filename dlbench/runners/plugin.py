@@ -135,6 +135,8 @@ class Capabilities:
     # or why it has none (an N/A cell at planning time, never a failed run).
     device_envs: Mapping[str, str] = field(default_factory=dict)
     unavailable_devices: Mapping[str, str] = field(default_factory=dict)  # {device: reason}
+    # Precisions that run on CUDA devices only, with why ({"amp": "..."}): N/A cells elsewhere.
+    cuda_only_precisions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         owner = "Capabilities"
@@ -153,6 +155,11 @@ class Capabilities:
             self, "unavailable_devices", _reasons(owner, "unavailable_devices", self.unavailable_devices)
         )
         self._check_devices(owner)
+        object.__setattr__(
+            self, "cuda_only_precisions", _reasons(owner, "cuda_only_precisions", self.cuda_only_precisions)
+        )
+        if not set(self.cuda_only_precisions) <= set(self.precisions):
+            _fail(owner, "cuda_only_precisions", f"expected some of precisions {self.precisions}")
         object.__setattr__(self, "strategies", tuple(self.strategies))
         self._check_names(owner)
 
@@ -192,6 +199,12 @@ class Capabilities:
         if device == DEVICES[0] or device in self.device_envs:
             return None
         return self.unavailable_devices.get(device, f"{self.label} declares no {device} environment")
+
+    def precision_unavailable(self, precision: str, device: str) -> str | None:
+        """Why `precision` cannot run on `device` (None: it can)."""
+        if device != "cuda" and precision in self.cuda_only_precisions:
+            return f"{precision} runs on CUDA devices only: {self.cuda_only_precisions[precision]}"
+        return None
 
     @property
     def strategy_names(self) -> tuple[str, ...]:

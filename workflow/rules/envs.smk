@@ -1,10 +1,13 @@
 # One virtual environment per framework, built from its hash lock (envs/<framework>.txt).
 # Rebuilt only when missing or when the lock's content changed.
-from dlbench.runners import env_name, framework_names
+from dlbench.runners import capabilities, env_name, framework_names
 from dlbench.runners.plugin import ENV_NAME
 
-# The known frameworks' environments (a plug-in may use another framework's: its `env`).
-KNOWN_FRAMEWORKS = sorted({env_name(name) for name in framework_names()})
+# The known frameworks' environments (a plug-in may use another framework's: its `env`); one
+# that builds no model here (OneFlow: no build for this Python) has none.
+KNOWN_FRAMEWORKS = sorted(
+    {env_name(name) for name in framework_names() if capabilities(name).models}
+)
 
 
 rule framework_env:

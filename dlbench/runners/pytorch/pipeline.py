@@ -61,7 +61,7 @@ def image_loader(spec, device, size: int):
 
     transform = v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()])
     dataset = imagefolder.dataset(spec.data_dir, "train", transform=transform)
-    dataset.loader = _load_rgb  # names the file when a JPEG does not decode
+    dataset.loader = imagefolder.load_rgb  # names the file when a JPEG does not decode
     return loader(spec, device, dataset, spec.data_workers)
 
 
@@ -136,15 +136,3 @@ def forever(batches):
             batches.sampler.set_epoch(epoch)
         yield from batches
         epoch += 1
-
-
-def _load_rgb(path: str):
-    from PIL import Image
-
-    from dlbench.data import DataError
-
-    try:
-        with open(path, "rb") as f:
-            return Image.open(f).convert("RGB")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot decode image: {exc}") from exc

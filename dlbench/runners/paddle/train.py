@@ -1,0 +1,85 @@
+"""The Paddle model, optimizer and step: paddle.vision's CNN, Momentum SGD, softmax
+cross-entropy, the step in dynamic graph mode or through `paddle.jit.to_static` (--compile),
+paddle.amp on GPUs. Imports Paddle: only `Runner.build` imports this module."""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+
+from dlbench.models import IMAGE_CLASSES
+from dlbench.runners.paddle import AMP_CPU_REASON
+from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
+
+
+def image_model(name: str, seed: int):
+    """(paddle.vision's `name` with 1000 classes, its trainable parameter count); the same
+    initial weights in every rank (DataParallel broadcasts rank 0's too)."""
+    from paddle.vision import models
+
+    paddle.seed(seed)
+    model = getattr(models, name)(num_classes=IMAGE_CLASSES)
+    if name == "alexnet":
+        # torchvision's adaptive 6×6 pool after the last max pool (the identity at 224 px), so
+        # that smaller images fit the classifier as they do in the other runners.
+        model._conv5._pool = paddle.nn.Sequential(model._conv5._pool, paddle.nn.AdaptiveAvgPool2D(6))
+    return model, sum(int(p.size) for p in model.parameters() if not p.stop_gradient)
+
+
+def synthetic_batch(batch: int, size: int, seed: int):
+    """Images (NCHW, float32, standard normal) and int64 labels, on the device once."""
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch, 3, size, size), dtype=np.float32)
+    labels = rng.integers(0, IMAGE_CLASSES, batch).astype(np.int64)
+    return paddle.to_tensor(images), paddle.to_tensor(labels)
+
+
+class Trainer:
+    """One training step: forward (autocast under AMP), cross-entropy in float32, backward,
+    Momentum update; the loss tensor is returned without a host copy."""
+
+    def __init__(self, model, spec) -> None:
+        on_gpu = spec.device == "cuda"
+        self.amp = spec.coords.precision == "amp"
+        if self.amp and not on_gpu:  # a hand-made launch (the grid plans these cells N/A)
+            raise RuntimeError(f"amp runs on CUDA devices only: {AMP_CPU_REASON}")
+        self.to_static = spec.compile
+        self.optimizer = paddle.optimizer.Momentum(
+            learning_rate=sgd_lr(spec), momentum=SGD_MOMENTUM, parameters=model.parameters()
+        )
+        self.scaler = paddle.amp.GradScaler() if self.amp else None
+        if self.to_static:
+            model = paddle.jit.to_static(model, full_graph=True)
+        if spec.dist.world_size > 1:
+            model = paddle.DataParallel(model)
+        self.model = model
+        self.model.train()
+        self.mean = paddle.to_tensor(IMAGENET_MEAN, dtype="float32").reshape([1, 3, 1, 1])
+        self.std = paddle.to_tensor(IMAGENET_STD, dtype="float32").reshape([1, 3, 1, 1])
+
+    def normalised(self, images, labels):
+        """A real-data batch (uint8 NCHW) as the model's float input."""
+        return (images.astype("float32") - self.mean) / self.std, labels
+
+    def step(self, images, labels):
+        if self.amp:
+            with paddle.amp.auto_cast(level="O1", dtype="float16"):
+                logits = self.model(images)
+            loss = paddle.nn.functional.cross_entropy(logits.astype("float32"), labels)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss = paddle.nn.functional.cross_entropy(self.model(images), labels)
+            loss.backward()
+            self.optimizer.step()
+        self.optimizer.clear_grad()
+        return loss
+
+    def describe(self) -> dict:
+        return {
+            "execution": "paddle.jit.to_static (full graph)" if self.to_static else "dynamic graph",
+            "compute_dtype": "float16" if self.amp else "float32",
+            "implementation": "paddle.vision model, paddle.optimizer.Momentum, "
+            + ("paddle.amp O1 autocast + GradScaler" if self.amp else "fp32"),
+        }

@@ -1,0 +1,240 @@
+"""The PaddlePaddle runner for real, in its own environment (built by tools/test.sh), and the
+OneFlow plug-in that keeps its cells N/A with the reason."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from dlbench.steplog import read_steplog
+from tests.conftest import REPO, framework_python
+
+PYTHON = framework_python("paddle")
+needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the paddle environment is not built")
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+STEPS = (0, 6)
+LR_TIMES_2 = {"DLBENCH_LR_SCALE": "2"}
+
+
+def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, size=32, steps=(2, 6), extra=(),
+           threads=2, env=None):  # fmt: skip
+    data = "real" if "--data-dir" in extra else "synthetic"
+    cmd = [
+        str(PYTHON), "-m", "dlbench.launch",
+        "--framework", "paddle", "--model", model, "--precision", "fp32", "--data", data,
+        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "1",
+        "--run-dir", str(run_dir), "--preset", "caict2020",
+        "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
+        "--image-size", str(size), "--threads", str(threads), "--time-limit", "500", "--progress-every", "0",
+        "--env-lock", str(REPO / "envs/paddle.txt"), *extra,
+    ]  # fmt: skip
+    env = {**ENV, **(env or {})}
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def workdir(path, config: dict, name: str):
+    """A pipeline working directory: the default config and `config` as `name` over it."""
+    import yaml
+
+    (path / "config").mkdir()
+    (path / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
+    (path / name).write_text(yaml.safe_dump(config))
+    return path
+
+
+def finished_log(result, run_dir, rank=0):
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(run_dir / f"rank{rank}.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    return log
+
+
+def test_modules_declare_capabilities_without_importing_paddle_or_oneflow():
+    code = (
+        "import sys; from dlbench.runners import capabilities; p = capabilities('paddle'); o = capabilities('oneflow');"
+        "assert not {'paddle', 'oneflow'} & set(sys.modules); print(p.strategy_names, p.models, o.models)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "('collective',) ('resnet50', 'resnet152', 'vgg16', 'inception_v3', 'alexnet') ()"
+
+
+def test_amp_on_the_cpu_and_every_oneflow_cell_are_planned_na_with_the_reason():
+    from dlbench.grid import expand
+
+    grid = {
+        "frameworks": ["paddle", "oneflow"],
+        "models": ["resnet50", "bert_base"],
+        "precision": ["fp32", "amp"],
+        "data": ["synthetic"],
+        "batch_per_device": [8],
+        "scales": ["1x1", "1x2"],
+        "strategies": {"paddle": ["collective"], "oneflow": ["ddp"]},
+    }
+    planned = expand({"grid": grid, "protocol": {"preset": "caict2020"}})
+    runs = {(r.framework, r.model, r.precision, r.scale) for r in planned.runs}
+    assert runs == {("paddle", "resnet50", "fp32", "1x1"), ("paddle", "resnet50", "fp32", "1x2")}
+    reasons = {(c.framework, c.model, c.precision): why for c, why in planned.unavailable.items()}
+    assert "auto_cast a no-op on CPUPlace" in reasons["paddle", "resnet50", "amp"]
+    assert "no BERT-base" in reasons["paddle", "bert_base", "fp32"]
+    oneflow = {why for (fw, *_), why in reasons.items() if fw == "oneflow"}
+    assert len(oneflow) == 1 and "CPython 3.7-3.10 wheels only" in oneflow.pop()
+
+
+def same_losses(log, expected: list[float]) -> None:
+    """The same loss trajectory up to reduction order (rel 1e-3, abs 1e-4): a missing or
+    doubled gradient all-reduce moves the second loss by far more."""
+    assert [s["loss"] for s in log.steps] == pytest.approx(expected, rel=1e-3, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory):
+    """ResNet-50, 32 px, batch 4, one thread (each 1-thread collective rank's kernels), at the
+    learning rate of a 2-device run's global batch (DLBENCH_LR_SCALE=2, dlbench.workload.sgd_lr)."""
+    run_dir = tmp_path_factory.mktemp("paddle") / "single"
+    finished_log(launch(run_dir, steps=STEPS, threads=1, env=LR_TIMES_2), run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def single_losses(single_run):
+    return [s["loss"] for s in read_steplog(single_run / "rank0.steps.jsonl").steps]
+
+
+@needs_env
+def test_single_device_run_trains_and_writes_a_valid_log(single_run, single_losses):
+    log = read_steplog(single_run / "rank0.steps.jsonl")
+    header = log.header["framework"]
+    assert header["trainable_params"] == 25_557_032  # torchvision's ResNet-50
+    assert header["execution"] == "dynamic graph" and header["compute_dtype"] == "float32"
+    assert len(log.header["provenance"]["env_lock_sha256"]) == 64
+    assert sum(single_losses[-3:]) < 0.5 * sum(single_losses[:3])  # a fixed batch is learnt
+    assert json.loads((single_run / "launch.json").read_text())["rank_exit_codes"] == [0]
+
+
+@needs_env
+def test_collective_reproduces_the_single_device_losses(tmp_path, single_losses):
+    """Two collective ranks (Gloo) on copies of the single run's batch: the all-reduced mean
+    gradient is the single run's, so are the losses (tests/frameworks/equivalence.py)."""
+    result = launch(tmp_path / "run", scale="1x2", strategy="collective", steps=STEPS)
+    for rank in (0, 1):
+        log = finished_log(result, tmp_path / "run", rank)
+        assert log.header["framework"]["collective_backend"] == "GLOO" and log.header["framework"]["processes"] == 2
+        same_losses(log, single_losses)
+
+
+@needs_env
+def test_to_static_steps_the_same_losses_as_the_dynamic_graph(tmp_path, single_losses):
+    result = launch(tmp_path / "run", steps=STEPS, threads=1, env=LR_TIMES_2, extra=("--compile",))
+    log = finished_log(result, tmp_path / "run")
+    assert log.header["framework"]["execution"] == "paddle.jit.to_static (full graph)"
+    same_losses(log, single_losses)
+
+
+@needs_env
+def test_paddle_vision_models_have_torchvisions_parameter_counts():
+    code = (
+        "from dlbench.runners.paddle import train\n"
+        "for name in ('resnet152', 'vgg16', 'alexnet', 'inception_v3'):\n"
+        "    print(name, train.image_model(name, 0)[1])"
+    )
+    out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, check=True)
+    counts = dict(line.split() for line in out.stdout.splitlines())
+    # InceptionV3 without the auxiliary head, as the MXNet and TensorFlow runners build it.
+    assert counts == {"resnet152": "60192808", "vgg16": "138357544", "alexnet": "61100840", "inception_v3": "23834568"}
+
+
+@needs_env
+def test_real_images_through_the_dataloader(tmp_path):
+    """The ImageFolder layout (as the pipeline converts it) read by paddle.io.DataLoader in
+    worker processes: uint8 NCHW batches, the manifest's labels; then a real-data run."""
+    from dlbench.data import imagefolder, imagenet
+
+    imagenet.generate(tmp_path / "imagenet", count=12, classes=3, image_size=40, seed=1, val_count=0)
+    imagefolder.convert(tmp_path / "imagenet", tmp_path / "folder", splits=["train"])
+    code = (
+        "from types import SimpleNamespace as N\n"
+        "from dlbench.runners.paddle import pipeline\n"
+        f"spec = N(data_dir={str(tmp_path / 'folder')!r}, batch=4, data_workers=2, seed=0,\n"
+        "         dist=N(rank=0, world_size=1))\n"
+        "images, labels = next(pipeline.forever(pipeline.image_loader(spec, 32)))\n"
+        "print(list(images.shape), images.dtype, list(labels.shape), set(labels.tolist()) <= {0, 1, 2})"
+    )
+    out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[-2] == "[4, 3, 32, 32] paddle.uint8 [4] True"
+    extra = ("--data-dir", str(tmp_path / "folder"), "--data-workers", "1")
+    result = launch(tmp_path / "run", model="alexnet", batch=4, steps=(1, 3), extra=extra)
+    log = finished_log(result, tmp_path / "run")
+    assert "DataLoader(DatasetFolder" in log.header["framework"]["input_pipeline"]
+
+
+def test_a_five_framework_grid_plans_every_cell_or_names_why_not(tmp_path):
+    """snakemake -n of TensorFlow, PyTorch, MXNet, PaddlePaddle and OneFlow x ResNet-50, VGG-16,
+    BERT-base: every runnable cell is a train job, every other one has its reason."""
+
+    from dlbench.grid import expand
+
+    grid = {
+        "frameworks": ["tensorflow", "pytorch", "mxnet", "paddle", "oneflow"],
+        "models": ["resnet50", "vgg16", "bert_base"],
+        "batch_per_device": [8],
+        "data": ["synthetic"],
+        "precision": ["fp32"],
+        "scales": ["1x1", "1x2"],
+        "strategies": {
+            "tensorflow": ["multi_worker_mirrored"], "pytorch": ["ddp"], "mxnet": ["dist_sync"],
+            "paddle": ["collective"], "oneflow": ["ddp"],
+        },
+        "exclude": [],
+        "only": [],
+    }  # fmt: skip
+    config = {"grid": grid, "protocol": {"preset": "caict2020", "repeats": 1}}
+    workdir(tmp_path, config, "grid.yaml")
+    command = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    result = subprocess.run([*command, "--configfile", str(tmp_path / "grid.yaml")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = set(re.findall(r"output: results/runs/([a-z0-9_]+/[a-z0-9_]+)/fp32/synthetic/bs8/(1x[12])/", result.stdout))
+    planned = expand(config)
+    assert jobs == {(f"{r.framework}/{r.model}", r.scale) for r in planned.runs}
+    assert len(jobs) + len(planned.unavailable) == 5 * 3 * 2
+    assert {c.framework for c in planned.unavailable} == {"paddle", "oneflow"}  # paddle: BERT-base
+    assert all(why for why in planned.unavailable.values())
+
+
+@needs_env
+@pytest.mark.slow
+def test_resnet50_through_the_pipeline_with_na_cells_named(tmp_path):
+    """plan → data → train → aggregate → report with PaddlePaddle alone: ResNet-50 on one and
+    two devices and on real images; AMP (CPU) and BERT-base stay in the tables as N/A."""
+    import pandas as pd
+
+    from tests.test_end_to_end import snakemake
+
+    grid = {
+        "frameworks": ["paddle"],
+        "models": ["resnet50", "bert_base"],
+        "precision": ["fp32", "amp"],
+        "data": ["synthetic", "real"],
+        "batch_per_device": [4],
+        "scales": ["1x1", "1x2"],
+        "strategies": {"paddle": ["collective"]},
+        "exclude": [{"data": "real", "scale": "1x2"}],
+    }
+    tiny = {
+        "grid": grid,
+        "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 1},
+        "run": {"image_size": 32, "threads": 2, "progress_every": 1},
+        "data": {"images": {"count": 16, "classes": 4, "image_size": 40, "shards": 2}},
+    }
+    result = snakemake(workdir(tmp_path, tiny, "tiny.yaml"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    cells = pd.read_csv(tmp_path / "results/tables/cells.csv", dtype={"batch": str})
+    measured = cells[cells["status"] == "ok"]
+    ran = set(zip(measured["data"], measured["scale"], strict=True))
+    assert ran == {("synthetic", "1x1"), ("synthetic", "1x2"), ("real", "1x1")}
+    assert (measured["model"] == "resnet50").all() and (measured["throughput"] > 0).all()
+    na = cells[cells["status"] == "unavailable"]
+    assert len(na) == 9 and na["reason"].str.contains("no BERT-base|auto_cast a no-op").all()
+    assert "PaddlePaddle collective data parallelism" in (tmp_path / "results/report/index.html").read_text()
