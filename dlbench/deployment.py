@@ -20,7 +20,7 @@ from snakemake.settings.types import DeploymentMethod, RerunTrigger
 from dlbench import containers, images, provenance
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
 from dlbench.data import paths as data_paths
-from dlbench.launch.container import IMAGE_CODE_DIR, lock_path
+from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
 from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.runners import env_name, framework_names, processes_per_node
@@ -167,7 +167,7 @@ class Deployment:
 
     def image_lock(self, wildcards) -> str:
         """run.container's image lock, which the image's build rule writes (containers.smk)."""
-        return str(lock_path(self.image_store, wildcards.framework))
+        return str(lock_path(self.image_store, image_name(wildcards.framework, self.device)))
 
     def software_inputs(self, wildcards) -> list:
         """What a training job runs in: its image (run.container: the lock, and the .sif for
@@ -175,7 +175,7 @@ class Deployment:
         # Never ancient(): Snakemake 9 leaves out a job whose ancient input is being rebuilt
         # (and every job after it), and exits 0 (docs/reliability.md).
         if self.runtime != "none":
-            sif = [os.path.join(self.image_store, f"{wildcards.framework}.sif")]
+            sif = [os.path.join(self.image_store, f"{image_name(wildcards.framework, self.device)}.sif")]
             return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
         if self.apptainer:
             return self.image_inputs(wildcards)
@@ -198,7 +198,7 @@ class Deployment:
     def env_lock(self, wildcards) -> str:
         """The env lock to hash into the header: the image's copy inside a container."""
         if self.runtime != "none":
-            return os.path.join(IMAGE_CODE_DIR, "envs", f"{wildcards.framework}.txt")
+            return os.path.join(IMAGE_CODE_DIR, "envs", f"{image_name(wildcards.framework, self.device)}.txt")
         return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework, self.device)}.txt")
 
     def environment(self, wildcards) -> str:

@@ -4,7 +4,8 @@
 Peaks are dense (no 2:4 sparsity) tensor-core TFLOP/s, from NVIDIA's datasheets: Tesla V100
 (SXM2 / PCIe), A100 Tensor Core GPU (2021), H100 Tensor Core GPU (2023, SXM / PCIe), H200
 Tensor Core GPU (2024, SXM; its compute is the H100 SXM's). The datasheets print TF32/BF16/FP16
-"with sparsity": those are halved here. docs/gpu.md lists the table with its sources.
+"with sparsity": the dense figures are half (H100: the architecture whitepaper's dense
+figures). docs/gpu.md lists the table with its sources.
 """
 
 from __future__ import annotations

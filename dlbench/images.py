@@ -62,11 +62,13 @@ def code_sha256(repo: Path = REPO_ROOT) -> str:
     return digest.hexdigest()
 
 
-def env_lock(framework: str) -> str:
-    """The framework's env lock (a plug-in may share another's environment)."""
+def env_lock(image: str) -> str:
+    """The env lock of an image: its framework's (a plug-in may share another's environment),
+    on its device (`<framework>-cuda`: envs/<framework>-cuda.txt, launch.container.image_name)."""
     from dlbench.runners import env_name
 
-    return f"envs/{env_name(framework)}.txt"
+    framework, _, device = image.partition("-")
+    return f"envs/{env_name(framework, device or 'cpu')}.txt"
 
 
 def build_inputs(framework: str, repo: Path = REPO_ROOT) -> dict:

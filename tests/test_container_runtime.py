@@ -89,7 +89,7 @@ def test_podman_runs_one_rank_by_digest_read_only_without_network(tmp_path, monk
 
 def test_a_rendezvous_gets_the_host_network_and_data_outside_results_is_read_only(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_lock(tmp_path / "images")
+    write_lock(tmp_path / "images", "mxnet-cuda")  # a CUDA run's image: envs/mxnet-cuda.txt
     data = tmp_path / "datasets" / "mxnet"
     data.mkdir(parents=True)
     coords = make_coords(framework="mxnet", scale="1x2", strategy="dist_sync", data="real")
@@ -123,11 +123,13 @@ def test_apptainer_commands_as_strings(tmp_path, monkeypatch):
         f"oci-archive:{images_dir / 'mxnet.oci.tar'}",
     ]
     coords = make_coords(framework="mxnet", scale="2x2", strategy="dist_sync")
+    write_lock(images_dir, "mxnet-cuda")
     launcher = SrunLauncher(request(images_dir, "apptainer", coords=coords, launcher="srun", device="cuda"))
     inner = launcher.command()[launcher.command().index("dlbench-rank") + 1 :]
     assert inner[:5] == ["apptainer", "exec", "--contain", "--pwd", str(tmp_path)]
-    assert inner[5] == "--nv" and inner.index("--nv") < inner.index(str(images_dir / "mxnet.sif"))
-    assert inner[inner.index(str(images_dir / "mxnet.sif")) + 1] == IMAGE_PYTHON
+    sif = str(images_dir / "mxnet-cuda.sif")  # a CUDA run's image
+    assert inner[5] == "--nv" and inner.index("--nv") < inner.index(sif)
+    assert inner[inner.index(sif) + 1] == IMAGE_PYTHON
 
 
 def test_apptainer_verifies_the_sif_against_the_lock(tmp_path):

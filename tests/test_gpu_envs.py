@@ -70,6 +70,19 @@ def test_the_caict_grid_on_cuda_plans_every_framework_with_its_cuda_environment(
     assert "gpu=1" in search and "tasks=1" in search
 
 
+def test_on_cuda_each_framework_runs_in_its_cuda_image_built_from_its_cuda_lock(tmp_path):
+    from dlbench import images
+    from dlbench.launch.container import image_name
+
+    grid = str(REPO / "config/grids/caict2020.yaml")
+    text = _dry_run(tmp_path, "--configfile", grid, "--config", "run={device: cuda, container: podman}")
+    for framework in ("pytorch", "tensorflow", "mxnet"):
+        assert f"/{framework}-cuda.lock.json" in text and f"/{framework}.lock.json" not in text
+        assert f"envs/{framework}-cuda.txt" in text  # the podman_image rule's input
+        assert images.env_lock(image_name(framework, "cuda")) == f"envs/{framework}-cuda.txt"
+    assert image_name("pytorch") == "pytorch" and images.env_lock("pytorch") == "envs/pytorch.txt"
+
+
 def test_the_default_run_on_cpu_builds_no_cuda_environment(tmp_path):
     used = _venvs_used(_dry_run(tmp_path, "--forceall"))
     assert used and not any(env.endswith("-cuda") for env in used)

@@ -38,6 +38,12 @@ def runtime_for(request: LaunchRequest) -> Runtime:
     return RUNTIMES[request.container](request)
 
 
+def image_name(framework: str, device: str = "cpu") -> str:
+    """The image a framework's runs on `device` use: its own name on the CPU, else
+    <framework>-<device>, built from that device's env lock (dlbench.images.env_lock)."""
+    return framework if device == "cpu" else f"{framework}-{device}"
+
+
 def lock_path(images: str | os.PathLike, framework: str) -> Path:
     return Path(images) / f"{framework}.lock.json"
 
@@ -71,9 +77,13 @@ class Runtime:
         self._lock: dict | None = None
 
     @property
+    def image(self) -> str:
+        return image_name(self.request.coords.framework, self.request.device)
+
+    @property
     def lock(self) -> dict:
         if self._lock is None:
-            self._lock = read_lock(self.request.images, self.request.coords.framework)
+            self._lock = read_lock(self.request.images, self.image)
         return self._lock
 
     def rank_argv(self) -> list[str]:
@@ -197,7 +207,7 @@ class Apptainer(Runtime):
 
     @property
     def sif(self) -> Path:
-        return Path(self.request.images) / f"{self.request.coords.framework}.sif"
+        return Path(self.request.images) / f"{self.image}.sif"
 
     def image_digest(self) -> str:
         return "sha256:" + str(self.lock.get("sif_sha256") or "")

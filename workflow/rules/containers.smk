@@ -7,6 +7,7 @@ import sys
 
 from dlbench import images as dlbench_images
 from dlbench.deployment import IMAGE_RECORD
+from dlbench.launch.container import image_name
 
 IMAGE_STORE = DEPLOY.image_store
 
@@ -16,7 +17,9 @@ rule podman_images:
     input:
         expand(
             os.path.join(IMAGE_STORE, "{framework}.lock.json"),
-            framework=sorted({run.framework for run in GRID.runs}),
+            framework=sorted(
+                {image_name(run.framework, DEPLOY.device) for run in GRID.runs}
+            ),
         ),
 
 
@@ -53,6 +56,9 @@ rule podman_image:
         os.path.join(IMAGE_STORE, "{framework}.lock.json"),
     log:
         "logs/containers/podman_{framework}.log",
+    # A device's image is <framework>-<device> (dlbench.launch.container.image_name).
+    wildcard_constraints:
+        framework=ENV_NAME,
     localrule: True
     conda:
         ANALYSIS_ENV
