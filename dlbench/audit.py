@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import environment, images, tables
+from dlbench.campaigns.campaign import manifest_bytes, measured_manifest
 from dlbench.coords import CELL_FIELDS
 from dlbench.grid import Grid
 from dlbench.launch.container import lock_path
@@ -86,10 +87,12 @@ def manifest(runs: pd.DataFrame) -> dict:
 
 
 def derived_tables(runs: pd.DataFrame, cells: pd.DataFrame, experiment: Grid, root: Path) -> dict[str, bytes]:
-    """The tables the aggregate rule derives beside runs.csv and cells.csv, as bytes."""
+    """The files the aggregate rule derives beside runs.csv and cells.csv, as bytes, by their
+    path relative to the tables' directory."""
     return {
         "cells.md": tables.markdown(cells, experiment.protocol).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
+        "../campaign.json": manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
     }
 
 
@@ -117,7 +120,7 @@ def audit(
         if tables.csv_bytes(table) != path.read_bytes():
             result.problems.append(f"{path} differs from the table recomputed from the raw logs ({name})")
     for name, content in derived_tables(runs, cells, experiment, root).items():
-        path = tables_dir / name
+        path = (tables_dir / name).resolve()
         if path.exists() and path.read_bytes() != content:
             result.problems.append(f"{path} differs from the one recomputed from the raw logs")
     result.manifest = manifest(runs)

@@ -113,7 +113,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
         "schema": SCHEMA,
         "id": Path(root).resolve().name,
         "kind": "measured",
-        "source": f"dlbench runs in {Path(root).resolve()}",
+        "source": "dlbench pipeline runs",
         "date": starts[-1] if starts else "",
         "started": starts[0] if starts else "",
         "config_sha256": _unique(p.get("config_sha256") for p in provenance),

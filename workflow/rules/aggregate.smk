@@ -35,6 +35,7 @@ rule aggregate:
         ),
         markdown="results/tables/cells.md",
         environment="results/tables/environment.json",
+        campaign="results/campaign.json",
     log:
         "logs/aggregate.log",
     localrule: True

@@ -1,11 +1,13 @@
 """Rule aggregate: raw step logs of every run in the grid → runs.csv, cells.csv, cells.md,
-environment.json (the runs' environment from their step-log headers, for the report)."""
+environment.json (the runs' environment from their step-log headers, for the report),
+results/campaign.json (the campaign's manifest, dlbench.campaigns)."""
 
 import json
 import sys
 from pathlib import Path
 
 from dlbench import environment, grid, tables
+from dlbench.campaigns.campaign import manifest_bytes, measured_manifest
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
@@ -25,3 +27,4 @@ with open(snakemake.output.cells, "wb") as f:
 with open(snakemake.output.markdown, "w") as f:
     f.write(tables.markdown(cells, experiment.protocol))
 Path(snakemake.output.environment).write_text(environment.to_json(environment.table(runs)), encoding="utf-8")
+Path(snakemake.output.campaign).write_bytes(manifest_bytes(measured_manifest(runs, ".", experiment.protocol)))
