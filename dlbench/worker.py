@@ -151,13 +151,14 @@ def _window_sync(runner, warmup_steps, total, progress_every, meter, events):
     if meter is not None:
         meter.stop()
     seconds = events.seconds()  # between consecutive marks, after the sync
-    t_start, t_end = [], []
+    if len(anchors) > 1:
+        del seconds[warmup_steps]  # the warm-up's sync and the energy read: no step's time
+    t_start, t_end, now = [], [], anchors[0]
     for i in range(total):
-        extra = i >= warmup_steps > 0 and warmup_steps < total  # the mark after the warm-up's sync
-        if i == 0 or (extra and i == warmup_steps):
-            now = anchors[1] if i and extra else anchors[0]
+        if i == warmup_steps and len(anchors) > 1:
+            now = anchors[1]
         t_start.append(now)
-        now += seconds[i + extra]
+        now += seconds[i]
         t_end.append(now)
     return t_start, t_end, [data_ready[i] - enqueued[i] for i in range(total)], losses
 

@@ -123,3 +123,16 @@ def test_a_rank_log_records_the_clock_and_why_energy_was_not_measured(monkeypatc
     assert (log.header["clock"], log.header["sync"]) == ("host marks", "window")
     assert log.footer["energy"]["measured"] is False
     assert "NVML library not found" in log.footer["energy"]["reason"]
+
+
+def test_window_sync_without_warmup_times_from_the_first_sync():
+    SleepingRunner.window, SleepingRunner.syncs = True, 0
+    spec = RunSpec(coords=make_coords(), batch=4, image_size=32, seq_len=0, threads=1, device="cpu")
+    runner = SleepingRunner(spec)
+    runner.build()
+    meter = RecordingMeter()
+    steps = worker.time_steps(runner, 0, 3, 0, 0, meter)
+    assert SleepingRunner.syncs == 2 and meter.calls == [("start", 1), ("stop", 2)]
+    assert [s["phase"] for s in steps] == ["measure"] * 3
+    assert all(b["t_start"] == a["t_end"] for a, b in zip(steps, steps[1:], strict=False))
+    assert sum(s["t_end"] - s["t_start"] for s in steps) >= 3 * STEP_S * 0.9
