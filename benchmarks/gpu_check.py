@@ -11,9 +11,10 @@ per-step sync, and a bare loop (model, SGD, autocast/GradScaler, no harness; syn
 only at its ends). It prints throughput, runner ÷ bare (median and interval: dlbench.stats
 where importable, else min–max), the cost of per-step sync against window sync, J/sample
 and average W from NVML's energy counter (dlbench.energy) and MFU against the GPU's dense
-peak (dlbench.efficiency). Needs only the stdlib and torch (+ nvidia-ml-py if present): it
-runs with .venvs/pytorch-cuda's Python where that exists, else the Python that started it,
-and says which. Without a CUDA GPU it exits 2 with the reason (unless --device cpu).
+peak (dlbench.efficiency). Needs only the stdlib and torch with torchvision (the runner's
+model definitions; + nvidia-ml-py if present): it runs with .venvs/pytorch-cuda's Python
+where that exists, else the Python that started it, and says which. Without a CUDA GPU (or
+torch, or torchvision) it exits 2 with the reason (unless --device cpu).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def require_device(device: str):
         import torch
     except ImportError as exc:
         sys.exit(_fail(f"PyTorch is not importable here ({exc})"))
+    try:  # the runner's CNNs are torchvision's definitions
+        import torchvision  # noqa: F401
+    except ImportError as exc:
+        sys.exit(_fail(f"torchvision is not importable here ({exc}): the runner builds its models with it"))
     if device == "cuda" and not torch.cuda.is_available():
         why = f"torch {torch.__version__} (CUDA build {torch.version.cuda}) sees no CUDA GPU"
         sys.exit(_fail(f"{why}; run with --device cpu for a smoke test"))
