@@ -2,9 +2,10 @@
 
 import json
 
+from dlbench import report
 from dlbench.campaigns import history, load
 from dlbench.campaigns.__main__ import main
-from tests.test_campaigns import STEADY, measured_campaign, scaled_copy
+from tests.test_campaigns import PROTOCOL, PUBLISHED, STEADY, measured_campaign, scaled_copy
 
 
 def _dated(root, date, version):
@@ -43,3 +44,17 @@ def test_history_command_writes_its_figure_and_needs_three_campaigns(tmp_path):
         assert "3 or more campaigns, got 2" in str(exc)
     else:
         raise AssertionError("two campaigns made a history")
+
+
+def test_the_report_shows_the_history_of_earlier_campaigns_and_this_run(tmp_path):
+    coords = measured_campaign(tmp_path / "c1", STEADY)
+    scaled_copy(tmp_path / "c1", tmp_path / "c2", coords, 1.0)
+    scaled_copy(tmp_path / "c1", tmp_path / "c3", coords, 0.7)
+    for i, version in enumerate(["2.1", "2.1", "2.2"], start=1):
+        _dated(tmp_path / f"c{i}", f"2026-11-0{i}T10:00:00", version)
+    tables = tmp_path / "c3" / "results" / "tables"
+    config = {"references": {"history": [str(tmp_path / "c1"), str(tmp_path / "c2")]}}
+    html = report.render_files(tables / "cells.csv", tables / "runs.csv", PROTOCOL, config, published_path=PUBLISHED)
+    assert "History: this run after earlier campaigns" in html
+    assert "<td>c2 → c3</td><td>×0.70</td><td>software.frameworks.pytorch: 2.1 → 2.2</td>" in html
+    assert 'alt="throughput per campaign, per cell, with the change points"' in html

@@ -5,6 +5,7 @@ matched on every coordinate, each unmatched cell with its reason (dlbench.campai
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -12,9 +13,10 @@ import pandas as pd
 
 from dlbench import figures as figs
 from dlbench import labels
-from dlbench.campaigns import Campaign
+from dlbench.campaigns import Campaign, history, load
 from dlbench.campaigns import compare as cmp
 from dlbench.campaigns.published import MISSING, find, import_published
+from dlbench.coords import CELL_FIELDS
 from dlbench.report.cells import throughput_tables
 from dlbench.stats import finite
 
@@ -93,21 +95,53 @@ def _shown(campaign: Campaign, measured: Campaign | None, tolerance: float) -> d
     }
 
 
+def _history(measured: Campaign | None, earlier: list[str]) -> dict | None:
+    """Change points per cell across the configured earlier campaigns and this run
+    (`references.history`); None when none is configured."""
+    if not earlier or measured is None:
+        return None
+    campaigns = [load(path) for path in earlier] + [measured]
+    if len(campaigns) < 3:
+        return {"needs": f"a history needs 3 or more campaigns; references.history names {len(earlier)}"}
+    found = history.detect(campaigns)
+    rows = [
+        {
+            "cell": " ".join(str(c[f]) for f in CELL_FIELDS),
+            "between": f"{c['before']} → {c['after']}",
+            "ratio": f"×{c['ratio']:.2f}",
+            "provenance": c["provenance"] or "no provenance change recorded",
+        }
+        for _, c in found.changes.iterrows()
+    ]
+    figure = figs.png_data_uri(lambda data, png: history.figure(data, png), found)
+    return {"needs": "", "campaigns": found.campaigns, "rows": rows, "figure": figure}
+
+
+def _measured(cells: pd.DataFrame, runs: pd.DataFrame, protocol: dict, manifest_path: Path | None) -> Campaign | None:
+    if cells.empty:
+        return None
+    if manifest_path is not None and manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    else:  # no manifest beside the tables: "this run", after every dated campaign
+        manifest = {"id": "this run", "kind": "measured", "date": "~", "source": "this report's cells"}
+    return Campaign({**manifest, "protocol": protocol}, cells, runs)
+
+
 def section(
     cells: pd.DataFrame,
     runs: pd.DataFrame,
     protocol: dict,
     published_path: str | Path | None,
-    tolerance: float = 0.1,
+    settings: dict | None = None,
+    manifest_path: Path | None = None,
 ) -> dict | None:
-    """None (no section) without a published CSV."""
+    """None (no section) without a published CSV. `settings`: the config's `references`."""
     if published_path is None or not Path(published_path).exists():
         return None
+    settings = settings or {}
+    tolerance = float(settings.get("tolerance", 0.1))
     campaigns = import_published(str(published_path))
-    measured = None
-    if not cells.empty:
-        manifest = {"id": "this run", "kind": "measured", "protocol": protocol, "source": "this report's cells"}
-        measured = Campaign(manifest, cells, runs)
+    measured = _measured(cells, runs, protocol, manifest_path)
     shown = [_shown(find(campaigns, prefix), measured, tolerance) for prefix in SHOWN]
     listed = [
         {
@@ -119,4 +153,10 @@ def section(
         }
         for c in campaigns
     ]
-    return {"shown": shown, "listed": listed, "missing": list(MISSING.values()), "tolerance": tolerance}
+    return {
+        "shown": shown,
+        "listed": listed,
+        "missing": list(MISSING.values()),
+        "tolerance": tolerance,
+        "history": _history(measured, list(settings.get("history") or [])),
+    }

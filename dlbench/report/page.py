@@ -115,7 +115,6 @@ def render_files(
     if environment_path is not None and Path(environment_path).exists():
         environment = environments.read(environment_path)
     sources = {"cells": str(cells_path), "cells_sha256": sha256_file(cells_path), "runs": str(runs_path)}
-    tolerance = (config.get("references") or {}).get("tolerance", 0.1)
     return render(
         cells,
         runs,
@@ -124,5 +123,12 @@ def render_files(
         environment=environment,
         references=references,
         sources={**sources, "environment": str(environment_path) if environment is not None else ""},
-        campaigns=campaigns_section(cells, runs, protocol, published_path, float(tolerance)),
+        campaigns=campaigns_section(
+            cells,
+            runs,
+            protocol,
+            published_path,
+            config.get("references"),
+            Path(cells_path).parent.parent / "campaign.json",
+        ),
     )
