@@ -80,6 +80,15 @@ def _series(panel: pd.DataFrame) -> list[tuple[str, str]]:
     return series
 
 
+def _error_bar(cell) -> list[list[float]] | float | None:
+    """The cell's 95% CI as an asymmetric error bar; its std where no CI was computed."""
+    low, high, value = cell.get("ci95_low"), cell.get("ci95_high"), cell["throughput"]
+    if low == low and high == high and low is not None and high is not None:
+        return [[max(0.0, value - low)], [max(0.0, high - value)]]
+    std = cell.get("std")
+    return std if std == std else None
+
+
 def _throughput_panel(ax, key: tuple, panel: pd.DataFrame) -> None:
     scales = labels.sorted_scales(panel["scale"].unique())
     series = _series(panel)
@@ -96,13 +105,13 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame) -> None:
             x = j - 0.4 + width * (i + 0.5)
             value = cell["throughput"]
             if value == value and value > 0:
-                err = cell.get("std")
+                err = _error_bar(cell)
                 ax.bar(
                     x,
                     value,
                     width,
                     color=colour(fw),
-                    yerr=err if err == err else None,
+                    yerr=err,
                     capsize=2,
                     label=labels.legend_label(fw, strategy) if j == 0 or cell["strategy"] != SINGLE_DEVICE else None,
                     hatch="//" if bool(cell.get("noisy", False)) else None,

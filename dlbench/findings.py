@@ -16,15 +16,10 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.coords import CELL_FIELDS, CellKey
-from dlbench.labels import devices, model_title, unit
+from dlbench.labels import model_title, unit
 from dlbench.stats import finite
 
 GROUP = ["model", "batch", "precision", "data"]  # one throughput table / figure panel
-# Variants compared against a baseline value of the same coordinate, with the sentence's wording.
-VARIANTS = {
-    "data": ("real", "synthetic", "With real data", "its synthetic-data throughput"),
-    "precision": ("amp", "fp32", "With mixed precision (amp)", "its fp32 throughput"),
-}
 MAX_LISTED = 5  # cells named in one sentence before "and N more"
 
 
@@ -36,6 +31,8 @@ class Number:
     text: str
     quantity: str  # throughput | ratio | speedup | efficiency | cv | count | reference_ratio (cell ÷ its reference)
     cells: tuple[CellKey, ...]
+    low: float = math.nan  # the 95% CI of a ratio, speedup or efficiency (dlbench.comparisons)
+    high: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -69,11 +66,6 @@ def cell_key(row: pd.Series | dict) -> CellKey:
 
 def throughput(row, cells: tuple[CellKey, ...] | None = None) -> Number:
     return Number(float(row["throughput"]), f"{row['throughput']:.1f}", "throughput", cells or (cell_key(row),))
-
-
-def ratio(a, b) -> Number:
-    value = float(a["throughput"]) / float(b["throughput"])
-    return Number(value, f"{value:.2f}×", "ratio", (cell_key(a), cell_key(b)))
 
 
 def count(n: int, cells: list[CellKey]) -> Number:
@@ -125,130 +117,6 @@ def _groups(cells: pd.DataFrame):
 
 
 # ---------------------------------------------------------------- the sentences
-
-
-def compare_frameworks(cells: pd.DataFrame) -> list[Finding]:
-    """At the smallest and the largest scale where several frameworks have a number:
-    the fastest framework's throughput as a multiple of each other's."""
-    out = []
-    for model, key, rows, several in _groups(_with_numbers(cells)):
-        shared = [s for s in rows["scale"].unique() if rows[rows["scale"] == s]["framework"].nunique() > 1]
-        shared = sorted(shared, key=lambda s: (devices(s), s))
-        for scale in dict.fromkeys(shared[:1] + shared[-1:]):
-            at = rows[rows["scale"] == scale].sort_values(["throughput", "framework"], ascending=[False, True])
-            labels = _series_labels(at)
-            best = at.iloc[0]
-            others = [r for _, r in at.iloc[1:].iterrows() if r["framework"] != best["framework"]]
-            parts: list[str | Number] = [
-                f"At {scale}, {labels[(best['framework'], best['strategy'])]}'s {_context(model, key, several)} "
-                "throughput (",
-                throughput(best),
-                f" {unit(model)}) is ",
-            ]
-            parts += _join(
-                [
-                    [ratio(best, o), f" {labels[(o['framework'], o['strategy'])]}'s (", throughput(o), ")"]
-                    for o in others
-                ]
-            )
-            out.append(Finding("compare", model, (*parts, ".")))
-    return out
-
-
-def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
-    same = cells
-    for f in ("framework", "model", "precision", "data", "batch"):
-        same = same[same[f].astype(str) == str(row[f])]
-    single = same[same["scale"].map(devices) == 1]
-    return single.iloc[0] if not single.empty else None
-
-
-def _relative(row, base, quantity: str, text: str) -> Number:
-    """Speedup or efficiency: computed from the cell and its 1-device baseline cell."""
-    return Number(float(row[quantity]), text, quantity, (cell_key(row), cell_key(base)))
-
-
-def scaling(cells: pd.DataFrame) -> list[Finding]:
-    """Per framework and strategy: scaling efficiency from the smallest to the largest
-    multi-device scale (or the speedup at the one multi-device scale measured)."""
-    out = []
-    measured = _with_numbers(cells)
-    for model, key, rows, several in _groups(measured):
-        multi = rows[(rows["scale"].map(devices) > 1) & rows["efficiency"].map(finite)]
-        labels = _series_labels(multi) if not multi.empty else {}
-        for (fw, strategy), series in multi.groupby(["framework", "strategy"], sort=True):
-            base = _baseline(measured, series.iloc[0])
-            if base is None:
-                continue
-            series = series.assign(d=series["scale"].map(devices)).sort_values(["d", "scale"])
-            name = f"{labels[(fw, strategy)]}'s {_context(model, key, several)}"
-
-            def eff(row, base=base):
-                return _relative(row, base, "efficiency", f"{row['efficiency']:.2f}")
-
-            def speedup(row, base=base):
-                return _relative(row, base, "speedup", f"{row['speedup']:.2f}×")
-
-            first, last = series.iloc[0], series.iloc[-1]
-            if len(series) == 1:
-                parts = [
-                    f"{name} speedup at {first['scale']} is ",
-                    speedup(first),
-                    " over one device (scaling efficiency ",
-                    eff(first),
-                    ")",
-                ]
-                if first["speedup"] < 1:
-                    parts.append(": it is slower than on one device")
-            else:
-                a, b = eff(first), eff(last)
-                verb = "stays at" if a.text == b.text else ("falls from" if b.value < a.value else "rises from")
-                if verb == "stays at":
-                    parts = [f"{name} scaling efficiency stays at ", a, f" from {first['scale']} to {last['scale']}"]
-                else:
-                    parts = [
-                        f"{name} scaling efficiency {verb} ",
-                        a,
-                        f" ({first['scale']}) to ",
-                        b,
-                        f" ({last['scale']}); speedup at {last['scale']}: ",
-                        speedup(last),
-                    ]
-            out.append(Finding("scaling", model, (*parts, ".")))
-    return out
-
-
-def variants(cells: pd.DataFrame) -> list[Finding]:
-    """Real vs synthetic data and amp vs fp32, where both cells have a number, at the
-    smallest and the largest scale measured both ways."""
-    out = []
-    measured = _with_numbers(cells)
-    for column, (variant, baseline, opening, of_what) in VARIANTS.items():
-        others = [f for f in CELL_FIELDS if f not in (column, "scale")]
-        pairs = measured[measured[column] == variant].merge(
-            measured[measured[column] == baseline], on=[*others, "scale"], suffixes=("", "_base")
-        )
-        for (fw, model, batch, _), rows in pairs.groupby(["framework", "model", "batch", "strategy"], sort=True):
-            rows = rows.assign(d=rows["scale"].map(devices)).sort_values(["d", "scale"])
-            for _, row in rows.iloc[list(dict.fromkeys([0, len(rows) - 1]))].iterrows():
-                base = {**row.to_dict(), column: baseline, "throughput": row["throughput_base"]}
-                out.append(
-                    Finding(
-                        "variant",
-                        model,
-                        (
-                            f"{opening}, {fw}'s {model_title(model)} throughput at {row['scale']} "
-                            f"(batch {batch}/device) is ",
-                            ratio(row, base),
-                            f" {of_what} (",
-                            throughput(row),
-                            " vs ",
-                            throughput(base),
-                            f" {unit(model)}).",
-                        ),
-                    )
-                )
-    return out
 
 
 def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
@@ -367,15 +235,13 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
     return out
 
 
-def findings(cells: pd.DataFrame, noisy_cv: float = 0.1) -> list[Finding]:
-    """Every finding: the whole grid's first, then per model (comparisons, scaling, variants)."""
+def findings(cells: pd.DataFrame, noisy_cv: float = 0.1, runs: pd.DataFrame | None = None) -> list[Finding]:
+    """Every finding: the whole grid's first, then per model the comparing ones (rankings,
+    scaling, variants), whose intervals come from the cells' repeats in `runs` (runs.csv;
+    without it every comparison says it is uncertain)."""
+    from dlbench.comparisons import comparing  # it builds on this module's Number and Finding
+
     if cells.empty:
         return []
     cells = cells.assign(batch=cells["batch"].astype(str))
-    return [
-        *status(cells),
-        *noise(cells, noisy_cv),
-        *compare_frameworks(cells),
-        *scaling(cells),
-        *variants(cells),
-    ]
+    return [*status(cells), *noise(cells, noisy_cv), *comparing(cells, runs, noisy_cv)]

@@ -164,3 +164,22 @@ def sanity_label(sanity: str, reason: str = "") -> str:
     """`SUSPECT: loss rose 6.9 → 1e+05 …`, `PASS`, or "" (no verdict)."""
     text = SANITY_TEXT.get(sanity, "")
     return f"{text}: {reason}" if text and reason else text
+
+
+def interval(low: float, high: float, spec: str = ".2f") -> str:
+    """` [95% CI 1.19–1.31]`, or "" when there is no interval."""
+    if low != low or high != high:
+        return ""
+    return f" [95% CI {low:{spec}}–{high:{spec}}]"
+
+
+def uncertain(verdict: str, repeats: tuple[int, int], what: str) -> str:
+    """Why a comparison (dlbench.stats.ratio_verdict) does not support its claim, or "" when it
+    does. `what`: the two things compared, e.g. `pytorch and tensorflow`."""
+    if verdict == "few":
+        return f"uncertain, too few repeats ({repeats[0]} and {repeats[1]})"
+    if verdict == "overlap":
+        return f"cannot tell {what} apart"
+    if verdict == "noisy":
+        return "uncertain, a noisy cell"
+    return ""

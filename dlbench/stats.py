@@ -176,3 +176,22 @@ def quarter_means(values) -> tuple[float, float]:
         return (math.nan, math.nan)
     n = max(1, values.size // 4)
     return mean(values[:n]), mean(values[-n:])
+
+
+# ---------------------------------------------------------------- how sure a comparison is
+
+MIN_REPEATS = 3  # fewer repeats on a side: a comparison is "uncertain" whatever its interval
+
+
+def ratio_verdict(ci: tuple[float, float], repeats: tuple[int, int], noisy: bool = False) -> str:
+    """How sure `candidate ÷ reference` is, from its 95% CI (`ratio_ci`) and the repeat counts:
+    'few' (under MIN_REPEATS on a side, or no interval), 'overlap' (the CI holds 1: the two
+    cannot be told apart), 'noisy' (the CI excludes 1 but a cell is noisy), 'higher' or 'lower'."""
+    low, high = ci
+    if min(repeats) < MIN_REPEATS or not (finite(low) and finite(high)):
+        return "few"
+    if low <= 1 <= high:
+        return "overlap"
+    if noisy:
+        return "noisy"
+    return "higher" if low > 1 else "lower"

@@ -71,6 +71,16 @@ def hand_made_cells() -> pd.DataFrame:
     return cells
 
 
+def hand_made_runs(cells: pd.DataFrame) -> pd.DataFrame:
+    """Three repeats per cell with a number: throughput × (1 - cv, 1, 1 + cv) (mean and CV as the cell's)."""
+    rows = [
+        {**c.to_dict(), "status": "ok", "throughput": c["throughput"] * f}
+        for _, c in cells[cells["throughput"].notna()].iterrows()
+        for f in (1 - c["cv"], 1, 1 + c["cv"])
+    ]
+    return pd.DataFrame(rows)
+
+
 def key(framework, scale, model="resnet50", data="synthetic"):
     strategy = "single" if scale == "1x1" else STRATEGY[framework]
     return CellKey(framework, model, "fp32", data, "8", scale, strategy)
@@ -81,14 +91,15 @@ def by_topic(found, topic, model=None):
 
 
 def test_framework_comparison_sentences_and_their_cells():
-    found = findings.findings(hand_made_cells())
+    cells = hand_made_cells()
+    found = findings.findings(cells, runs=hand_made_runs(cells))
     compare = by_topic(found, "compare", "resnet50")
-    # Smallest and largest scale where both frameworks have a number: 1x1 and 1x2 (tensorflow 2x2 is OOM).
+    # Every scale where both frameworks have a number: 1x1 and 1x2 (tensorflow 2x2 is OOM).
     assert [f.text for f in compare] == [
-        "At 1x1, pytorch's ResNet-50 (batch 8/device, fp32, synthetic data) throughput (100.0 images/s) is "
-        "1.25× tensorflow's (80.0).",
-        "At 1x2, pytorch's ResNet-50 (batch 8/device, fp32, synthetic data) throughput (194.0 images/s) is "
-        "1.29× tensorflow's (150.0).",
+        "At 1x1, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: pytorch 100.0 images/s; "
+        "then tensorflow 80.0, pytorch faster by 1.25× [95% CI 1.22–1.28].",
+        "At 1x2, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: pytorch 194.0 images/s; "
+        "then tensorflow 150.0, pytorch faster by 1.29× [95% CI 1.26–1.33].",
     ]
     ratio = [n for n in compare[1].numbers if n.quantity == "ratio"][0]
     assert ratio.value == pytest.approx(194 / 150)
@@ -97,21 +108,24 @@ def test_framework_comparison_sentences_and_their_cells():
 
 
 def test_scaling_sentences():
-    found = findings.findings(hand_made_cells())
+    cells = hand_made_cells()
+    found = findings.findings(cells, runs=hand_made_runs(cells))
     texts = [f.text for f in by_topic(found, "scaling")]
+    # 2x2 is noisy (CV 0.25): the fall in efficiency is not claimed.
     assert (
-        "pytorch's ResNet-50 (batch 8/device, fp32, synthetic data) scaling efficiency falls from 0.97 (1x2) "
-        "to 0.81 (2x2); speedup at 2x2: 3.24×." in texts
+        "pytorch's ResNet-50 (batch 8/device, fp32, synthetic data) scaling efficiency is 0.97 [95% CI 0.94–1.00] "
+        "at 1x2 and 0.81 [95% CI 0.61–1.01] at 2x2: uncertain, a noisy cell; speedup at 2x2: 3.24× "
+        "[95% CI 2.43–4.02]." in texts
     )
     assert (
-        "tensorflow's ResNet-50 (batch 8/device, fp32, synthetic data) speedup at 1x2 is 1.88× over one device "
-        "(scaling efficiency 0.94)." in texts
+        "tensorflow's ResNet-50 (batch 8/device, fp32, synthetic data) speedup at 1x2 is 1.88× [95% CI 1.83–1.93] "
+        "over one device (scaling efficiency 0.94 [95% CI 0.91–0.96])." in texts
     )
     assert (
-        "pytorch's VGG-16 speedup at 1x2 is 0.90× over one device (scaling efficiency 0.45): "
-        "it is slower than on one device." in texts
+        "pytorch's VGG-16 speedup at 1x2 is 0.90× [95% CI 0.88–0.92] over one device (scaling efficiency 0.45 "
+        "[95% CI 0.44–0.46]): it is slower than on one device." in texts
     )
-    falls = next(f for f in by_topic(found, "scaling") if "falls" in f.text)
+    falls = next(f for f in by_topic(found, "scaling") if "noisy" in f.text)
     first, last = [n for n in falls.numbers if n.quantity == "efficiency"]
     # Each efficiency traces to its cell and the 1-device cell it is relative to.
     assert first.cells == (key("pytorch", "1x2"), key("pytorch", "1x1"))
@@ -120,7 +134,8 @@ def test_scaling_sentences():
 
 
 def test_noise_status_and_variant_sentences():
-    found = findings.findings(hand_made_cells(), noisy_cv=0.1)
+    cells = hand_made_cells()
+    found = findings.findings(cells, noisy_cv=0.1, runs=hand_made_runs(cells))
     (noise,) = by_topic(found, "noise")
     assert noise.text == (
         "1 of 8 cells with two or more repeats has a coefficient of variation above 0.1 (their numbers are "
@@ -132,8 +147,8 @@ def test_noise_status_and_variant_sentences():
     assert status.numbers[0].cells == (key("tensorflow", "2x2"),)
     (variant,) = by_topic(found, "variant")
     assert variant.text == (
-        "With real data, pytorch's ResNet-50 throughput at 1x1 (batch 8/device) is 0.70× its synthetic-data "
-        "throughput (70.0 vs 100.0 images/s)."
+        "With real data, pytorch's ResNet-50 throughput at 1x1 (batch 8/device) is 0.70× [95% CI 0.68–0.72] its "
+        "synthetic-data throughput (70.0 vs 100.0 images/s)."
     )
     assert variant.numbers[0].cells == (key("pytorch", "1x1", data="real"), key("pytorch", "1x1"))
 
@@ -142,7 +157,7 @@ def test_every_number_is_the_value_of_its_cells():
     """Re-derive each number from the cells it names: nothing is computed from anywhere else."""
     cells = hand_made_cells()
     index = {findings.cell_key(r): r for _, r in cells.iterrows()}
-    for f in findings.findings(cells):
+    for f in findings.findings(cells, runs=hand_made_runs(cells)):
         for n in f.numbers:
             rows = [index[k] for k in n.cells]
             if n.quantity == "throughput":
@@ -152,6 +167,8 @@ def test_every_number_is_the_value_of_its_cells():
             elif n.quantity in ("speedup", "efficiency"):
                 assert n.value == pytest.approx(rows[0][n.quantity])
                 assert rows[1]["devices"] == 1
+            if n.quantity in ("ratio", "speedup", "efficiency"):
+                assert n.low <= n.value <= n.high
             elif n.quantity == "cv":
                 assert n.value == pytest.approx(rows[0]["cv"])
             elif n.quantity == "count":
@@ -409,8 +426,8 @@ def test_report_findings_link_to_cells_that_exist(rendered):
 def test_report_figures_embedded(rendered):
     _, html, _ = rendered
     images = re.findall(r'<img src="([^"]+)"', html)
-    # ResNet-50 and VGG-16: throughput + speedup; BERT-base has no number, so no figure.
-    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
+    # The summary's; ResNet-50 and VGG-16: throughput + speedup; BERT-base has no number, so no figure.
+    assert len(images) == 5 and all(src.startswith("data:image/png;base64,") for src in images)
     assert "No cell of BERT-base produced a number" in html
 
 

@@ -61,6 +61,14 @@ def method(protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float) -
     }
 
 
+def summary_figure(cells: pd.DataFrame) -> str | None:
+    """The grid's main question at a glance: throughput by framework and scale, every panel
+    a model/batch/precision/data group, 95% CIs as error bars (None: no number yet)."""
+    if cells.empty or not cells["throughput"].map(finite).any():
+        return None
+    return figs.png_data_uri(figs.throughput_figure, cells)
+
+
 def _parameters(runs: pd.DataFrame, model: str) -> list[str]:
     """`25.6 M (pytorch, tensorflow)`: trainable parameters as the frameworks counted them."""
     params: dict[str, list[str]] = {}

@@ -1,0 +1,87 @@
+"""Comparing findings say how sure they are: intervals from the repeats, 'cannot tell apart'."""
+
+import pandas as pd
+import pytest
+
+from dlbench import findings, stats
+from dlbench.aggregate import cells_table
+from dlbench.report import render
+
+PROTOCOL = {"preset": "quick", "warmup_steps": 1, "measured_steps": 3, "repeats": 5, "statistic": "mean"}
+CONFIG = {"grid": {"frameworks": ["pytorch", "tensorflow"], "models": ["resnet50"]}, "run": {"device": "cpu"}}
+
+
+def runs(throughputs: dict[str, list[float]]) -> pd.DataFrame:
+    """runs.csv rows: each framework's ResNet-50 at 1x1, one row a repeat."""
+    return pd.DataFrame(
+        {
+            "framework": fw,
+            "model": "resnet50",
+            "precision": "fp32",
+            "data": "synthetic",
+            "batch": "8",
+            "scale": "1x1",
+            "strategy": "single",
+            "repeat": i,
+            "status": "ok",
+            "reason": "",
+            "throughput": value,
+        }
+        for fw, values in throughputs.items()
+        for i, value in enumerate(values)
+    )
+
+
+def comparison(throughputs: dict[str, list[float]]) -> tuple[str, str]:
+    table = runs(throughputs)
+    cells = cells_table(table, "mean")
+    (found,) = [f for f in findings.findings(cells, 0.1, table) if f.topic == "compare"]
+    return found.text, render(cells, table, PROTOCOL, CONFIG, generated="now")
+
+
+def test_overlapping_intervals_cannot_tell_apart():
+    text, html = comparison({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [98, 103, 95, 100, 99]})
+    assert text.endswith("cannot tell pytorch and tensorflow apart.")
+    assert "faster by 1.01× [95% CI 0.98–1.04]" in text  # the interval holds 1
+    assert "cannot tell pytorch and tensorflow apart" in html
+
+
+def test_separated_intervals_name_the_faster_and_by_how_much():
+    text, html = comparison({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [80, 82, 79, 81, 78]})
+    assert text == (
+        "At 1x1, ResNet-50 throughput by framework: pytorch 100.0 images/s; then tensorflow 80.0, "
+        "pytorch faster by 1.25× [95% CI 1.22–1.28]."
+    )
+    assert "pytorch faster by" in html and "apart" not in text
+
+
+def test_too_few_repeats_or_a_noisy_cell_is_uncertain():
+    few, _ = comparison({"pytorch": [100, 104], "tensorflow": [80, 81]})
+    assert few.endswith("pytorch faster by 1.27× [95% CI 1.23–1.30]: uncertain, too few repeats (2 and 2).")
+    noisy, _ = comparison({"pytorch": [100, 70, 130, 100, 100], "tensorflow": [50, 51, 49, 50, 50]})
+    assert noisy.endswith(": uncertain, a noisy cell.")
+
+
+def test_a_ranking_states_each_step():
+    text, _ = comparison({"pytorch": [100, 99, 101, 100], "tensorflow": [80, 79, 81, 80], "jax": [79.5, 80.5, 80, 81]})
+    steps = text.split("; then ")
+    assert steps[1].startswith("jax 80.2, pytorch faster by 1.25×") and "apart" not in steps[1]
+    assert (
+        steps[2].startswith("tensorflow 80.0, jax faster by 1.00×")
+        and "cannot tell jax and tensorflow apart" in steps[2]
+    )
+
+
+@pytest.mark.parametrize(
+    ("ci", "repeats", "noisy", "verdict"),
+    [
+        ((1.1, 1.3), (3, 3), False, "higher"),
+        ((0.7, 0.9), (5, 3), False, "lower"),
+        ((0.9, 1.1), (5, 5), False, "overlap"),
+        ((1.1, 1.3), (3, 3), True, "noisy"),
+        ((1.1, 1.3), (2, 3), False, "few"),
+        ((float("nan"), float("nan")), (3, 3), False, "few"),
+    ],
+)
+def test_ratio_verdict(ci, repeats, noisy, verdict):
+    assert stats.ratio_verdict(ci, repeats, noisy) == verdict
