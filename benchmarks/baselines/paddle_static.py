@@ -10,7 +10,10 @@ cross-entropy, a synthetic NCHW batch created once, OMP_NUM_THREADS=threads. `--
              benchmarks up to 2.x (seed 002);
   to_static  the dynamic-graph loop with the model under paddle.jit.to_static(full_graph=True);
   dynamic    the plain dynamic-graph loop.
-Prints images/s over the measured steps and the first step's seconds.
+Prints images/s over the measured steps, wall and CPU seconds per step (the CPU figure is less
+sensitive to other processes on a shared machine), and the first step's seconds. paddle_dynamic.py is the
+dynamic mode as a baseline file of its own (harness_overhead.py runs each file with the common
+options only and takes the fastest).
 """
 
 from __future__ import annotations
@@ -61,9 +64,9 @@ def dynamic_step(args, paddle, models, batch, to_static: bool):
     return step
 
 
-def main() -> None:
+def main(default_mode: str = "static") -> None:
     p = baseline_arguments(__doc__.splitlines()[0], None, 0, "OpenMP threads; 0 = Paddle's default")
-    p.add_argument("--mode", choices=("static", "to_static", "dynamic"), default="static")
+    p.add_argument("--mode", choices=("static", "to_static", "dynamic"), default=default_mode)
     args = p.parse_args()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -83,15 +86,16 @@ def main() -> None:
     first_step = time.perf_counter() - start
     for _ in range(max(args.warmup, 1) - 1):
         step()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(args.steps - 1):
         step()
     (loss,) = step(last=True)  # the host copy waits for the step (CPU kernels are synchronous)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     print(
         f"paddle {paddle.__version__} {args.mode} {args.model} batch {args.batch} {args.image_size} px threads "
         f"{os.environ.get('OMP_NUM_THREADS', 'default')}: {args.steps * args.batch / elapsed:.2f} images/s "
-        f"({elapsed / args.steps:.3f} s/step, loss {float(np.asarray(loss).reshape(-1)[0]):.4f}, "
+        f"({elapsed / args.steps:.3f} s/step, CPU {cpu / args.steps:.3f} s/step, "
+        f"loss {float(np.asarray(loss).reshape(-1)[0]):.4f}, "
         f"first step {first_step:.1f} s)",
         flush=True,
     )
