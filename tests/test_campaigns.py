@@ -167,3 +167,16 @@ def test_measured_against_published_matches_every_coordinate_and_says_why_not(tm
     mine = "pytorch/resnet50/fp32/synthetic/8/1x2/ddp"
     assert "framework (pytorch vs tensorflow)" in reasons[mine] and "batch (8 vs" in reasons[mine]
     assert any(d["field"] == "protocol.warmup_steps" and d["blocking"] for d in result.differences)
+
+
+def test_a_measured_cell_matching_a_published_one_gets_a_ratio_against_the_published_number(tmp_path):
+    coords = [make_coords(framework="tensorflow", batch="64", repeat=r) for r in range(1, 6)]
+    for c, step in zip(coords, STEADY, strict=True):
+        write_run(tmp_path, c, [1.0] + [step] * 4, warmup=1, batch=64)  # ~128 images/s
+    write_tables(tmp_path, coords)
+    dgx1 = find(import_published(str(PUBLISHED)), "seed000-nvidia_dgx_1")
+    result = cmp.compare(dgx1, load(tmp_path))
+    cell = result.cells.set_index("scale").loc["1x1"]
+    assert cell["reference"] == 219 and cell["n_reference"] == 1 and cell["n_candidate"] == 5
+    assert cell["ratio"] == pytest.approx(load(tmp_path).cells["throughput"].iloc[0] / 219)
+    assert cell["ci95_low"] < cell["ratio"] < cell["ci95_high"] < 0.95 and cell["verdict"] == "slower"
