@@ -226,9 +226,10 @@ def build(framework: str, images: Path, archive: bool = True) -> dict:
     lock = {"framework": framework, "runtime": "podman", "image": ref, "config_digest": image_id(images, ref)}
     lock["size_bytes"] = int(podman(images, "image", "inspect", "--format", "{{.Size}}", ref))
     if archive:
-        path = images / f"{framework}.oci.tar"
-        path.unlink(missing_ok=True)
-        podman(images, "save", "--format", "oci-archive", "-o", str(path), ref)
+        path, partial = images / f"{framework}.oci.tar", images / f"{framework}.oci.tar.partial"
+        partial.unlink(missing_ok=True)
+        podman(images, "save", "--format", "oci-archive", "-o", str(partial), ref)
+        os.replace(partial, path)  # a save cut short never stands beside the lock that pins the old one
         lock |= {"archive": path.name, "archive_bytes": path.stat().st_size, "manifest_digest": manifest_digest(path)}
     lock |= {**inputs, "base": base["image"], "base_config_digest": base["config_digest"], **_git_state()}
     lock |= {"sif": f"{framework}.sif", "sif_sha256": "", "built_at": _now()}
