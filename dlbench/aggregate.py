@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import efficiency, labels, sanity, stats
+from dlbench import efficiency, labels, sanity, stability, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -92,6 +92,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
     row.update(efficiency.run_energy(logs, row["measured_samples"]), sync=logs[0].header.get("sync", "step"))
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
+    row.update(stability.run_columns(measured), start_time=logs[0].header.get("start_time", ""))
     return row
 
 

@@ -183,3 +183,29 @@ def uncertain(verdict: str, repeats: tuple[int, int], what: str) -> str:
     if verdict == "noisy":
         return "uncertain, a noisy cell"
     return ""
+
+
+# Within-run stability (dlbench.stability): why a run's measured window is flagged.
+STABILITY_TEXT = {"steady": "steady", "trend": "TREND", "bimodal": "BIMODAL"}
+
+
+def stability_too_few(steps: int, needed: int) -> str:
+    return f"{steps} measured steps: too few to judge ({needed} needed)"
+
+
+def stability_trend(first: float, last: float, change: float, steps: int) -> str:
+    direction = "slower" if change > 0 else "faster"
+    return (
+        f"step time trends {direction} over the window: median {first * 1e3:.4g} ms (first third) → "
+        f"{last * 1e3:.4g} ms (last third), {change:+.0%} along the Theil-Sen slope over {steps} steps"
+    )
+
+
+def stability_bimodal(split: float, share: float, steps: int) -> str:
+    return f"two step-time modes split at {split * 1e3:.4g} ms; the smaller holds {share:.0%} of {steps} steps"
+
+
+PLACEMENT_TEXT = {
+    "layout": "repeats on different numbers of nodes",
+    "node": "throughput splits by node",
+}

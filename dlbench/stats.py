@@ -195,3 +195,58 @@ def ratio_verdict(ci: tuple[float, float], repeats: tuple[int, int], noisy: bool
     if noisy:
         return "noisy"
     return "higher" if low > 1 else "lower"
+
+
+# ---------------------------------------------------------------- within-run stability
+
+
+def window_trend(values, x=None, confidence: float = 0.95) -> dict:
+    """Whether a series drifts: the Theil-Sen slope against x (default: the index; robust to
+    single slow steps) with its CI (scipy), the relative change the slope and its CI make over
+    the span of x, and the medians of the first and last third (the evidence people read)."""
+    from scipy.stats import theilslopes
+
+    values = np.asarray(values, dtype=float)
+    x = np.arange(values.size, dtype=float) if x is None else np.asarray(x, dtype=float)
+    third = max(2, values.size // 3)
+    result = theilslopes(values, x, alpha=confidence)
+    middle = float(np.median(values))
+    span = float(np.ptp(x)) / middle if middle else math.nan
+    return {
+        "slope": float(result.slope),
+        "slope_low": float(result.low_slope),
+        "slope_high": float(result.high_slope),
+        "change": float(result.slope * span),
+        "change_low": float(result.low_slope * span),
+        "change_high": float(result.high_slope * span),
+        "first": float(np.median(values[:third])),
+        "last": float(np.median(values[-third:])),
+    }
+
+
+def two_modes(values, grid: int = 256) -> dict:
+    """The two highest peaks of the series' kernel density (scipy's gaussian_kde, Scott's
+    bandwidth): the smaller peak's height ÷ the larger's, the lowest density between them ÷
+    the smaller peak, where they split, and the share of values on the smaller side.
+    One peak: `ratio` 0."""
+    from scipy.stats import gaussian_kde
+
+    values = np.asarray(values, dtype=float)
+    none = {"ratio": 0.0, "valley": 1.0, "split": math.nan, "share": 0.0}
+    if values.size < 3 or np.ptp(values) == 0:
+        return none
+    xs = np.linspace(values.min(), values.max(), grid)
+    density = gaussian_kde(values)(xs)
+    padded = np.concatenate(([-np.inf], density, [-np.inf]))
+    peaks = [i for i in range(grid) if padded[i + 1] > padded[i] and padded[i + 1] >= padded[i + 2]]
+    if len(peaks) < 2:
+        return none
+    a, b = sorted(sorted(peaks, key=lambda i: -density[i])[:2])
+    smaller = min(density[a], density[b])
+    split = float(xs[a + int(np.argmin(density[a : b + 1]))])
+    return {
+        "ratio": float(smaller / max(density[a], density[b])),
+        "valley": float(density[a : b + 1].min() / smaller),
+        "split": split,
+        "share": float(min((values < split).mean(), (values >= split).mean())),
+    }

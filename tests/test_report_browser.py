@@ -267,7 +267,7 @@ def test_fixture_report_in_chromium(tmp_path, browser):
     (root / "index.html").write_text(html, encoding="utf-8")
     facts = check_report(browser, root / "index.html", SCREENSHOT_DIR / "screenshot-fixture.png")
     assert facts["tables"] == 3  # ResNet-50, VGG-16, BERT-base
-    assert facts["images"] == 5  # two per measured model and the published-vs-measured figure
+    assert facts["images"] == 6  # the summary figure, two per measured model, the published-vs-measured one
 
 
 @pytest.mark.skipif(not (REPO / "results/tables/cells.csv").exists(), reason="no results/tables (run tools/run.sh)")

@@ -11,10 +11,12 @@ from dlbench import environment as environments
 from dlbench import figures as figs
 from dlbench import findings as fnd
 from dlbench import labels
+from dlbench.checks import check_findings
 from dlbench.provenance import sha256_file
 from dlbench.report.campaigns import generated_text
 from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
+from dlbench.report.checks import section as checks_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
 from dlbench.stats import finite
 
@@ -74,7 +76,7 @@ def render(
         )
     noisy_cv = float(((config.get("analysis") or {}).get("noisy_cv")) or 0.1)
     reference_settings = config.get("references") or {}
-    found = fnd.findings(cells, noisy_cv, runs)
+    found = fnd.findings(cells, noisy_cv, runs) + check_findings(runs)
     found += fnd.reference_verdicts(references, float(reference_settings.get("tolerance", 0.1)))
     return _template().render(
         generated=generated or generated_text(environment),
@@ -83,6 +85,7 @@ def render(
         environment=environment if environment is not None else environments.from_runs(runs),
         overall=[finding_html(f) for f in found if f.model is None],
         summary_figure=summary_figure(cells),
+        checks=checks_section(runs),
         models=model_sections(cells, runs, found) if not cells.empty else [],
         references=published_vs_measured(references, reference_settings, found),
         counts=_counts(cells, runs),

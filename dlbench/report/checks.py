@@ -1,0 +1,79 @@
+"""The report's measurement checks section: within-run stability, drift over run order,
+placement (docs/report.md, Measurement checks). Data from runs.csv only."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dlbench import check_figures, labels
+from dlbench import figures as figs
+from dlbench.checks import run_name
+from dlbench.drift import drift_table, in_run_order
+from dlbench.placement import placement_table
+from dlbench.stats import finite
+
+
+def _ms(value) -> str:
+    return f"{value * 1e3:.4g} ms" if finite(value) else "—"
+
+
+def _percent(row, prefix: str) -> str:
+    if not finite(row.get(f"{prefix}_change")):
+        return "—"
+    return f"{row[f'{prefix}_change']:+.1%} [{row[f'{prefix}_change_low']:+.1%} to {row[f'{prefix}_change_high']:+.1%}]"
+
+
+def stability_part(runs: pd.DataFrame) -> dict:
+    if "stability" not in runs:
+        return {"judged": 0, "rows": [], "figure": None}
+    judged = runs[runs["stability"].map(labels.text).isin(["steady", "trend", "bimodal"])]
+    flagged = judged[judged["stability"].isin(["trend", "bimodal"])]
+    rows = [
+        {
+            "run": run_name(r),
+            "verdict": labels.STABILITY_TEXT[r["stability"]],
+            "first": _ms(r["step_first_third_s"]),
+            "last": _ms(r["step_last_third_s"]),
+            "reason": labels.text(r["stability_reason"]),
+        }
+        for _, r in flagged.iterrows()
+    ]
+    figure = figs.png_data_uri(check_figures.step_histograms, flagged) if rows else None
+    return {"judged": len(judged), "rows": rows, "figure": figure}
+
+
+def drift_part(runs: pd.DataFrame) -> dict:
+    table = drift_table(runs)
+    rows = [
+        {
+            "framework": r["framework"],
+            "runs": int(r["runs"]),
+            "order": _percent(r, "order"),
+            "time": _percent(r, "time"),
+            "verdict": {"drift": "DRIFT", "none": "no drift"}.get(r["drift"], "too few runs"),
+        }
+        for _, r in table.iterrows()
+    ]
+    ordered = in_run_order(runs)
+    spread = len(ordered) > 1 and ordered["elapsed_s"].nunique() > 1
+    figure = figs.png_data_uri(check_figures.drift_figure, ordered) if spread else None
+    return {"rows": rows, "figure": figure}
+
+
+def placement_part(runs: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "cell": f"{r['framework']} {labels.model_title(r['model'])} at {r['scale']} "
+            f"({labels.setup(r['batch'], r['precision'], r['data'])})",
+            "node_sets": r["node_sets"],
+            "verdict": labels.PLACEMENT_TEXT.get(r["placement"], "same speed on each"),
+        }
+        for _, r in placement_table(runs).iterrows()
+    ]
+
+
+def section(runs: pd.DataFrame) -> dict | None:
+    """The section's data; None when no run has a number."""
+    if runs.empty or not (runs["status"] == "ok").any():
+        return None
+    return {"stability": stability_part(runs), "drift": drift_part(runs), "placement": placement_part(runs)}
