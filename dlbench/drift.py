@@ -4,7 +4,7 @@ in (the machine warming, throttling, a co-tenant arriving), per framework.
 Each ok run's throughput is taken relative to its own cell's median, so that cells of
 different speeds share one axis; the Theil-Sen slope of that ratio against the run order
 (and against the start time) says by how much it changes over the campaign, with a 95% CI.
-Runs interleaved in a seeded order (workflow: `protocol.order`, docs/report.md) make a
+Runs interleaved in a seeded order (`run.order`, dlbench/run_order.py) make a
 drift show here instead of hiding inside one cell's repeats.
 """
 

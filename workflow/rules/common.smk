@@ -44,7 +44,8 @@ wildcard_constraints:
 
 def get_final_output():
     """What `snakemake` builds by default: the report and the tables and figures it shows."""
-    tables = ["results/tables/cells.md", "results/tables/references.csv"]
+    tables = ["cells.md", "references.csv", "run_order.csv"]
+    tables = [f"results/tables/{name}" for name in tables]
     figures = [f"results/figures/{name}.png" for name in ("throughput", "speedup")]
     return ["results/report/index.html", *tables, *figures]
 

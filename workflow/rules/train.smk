@@ -1,6 +1,7 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
 from dlbench import deployment as dlbench_deployment
+from dlbench import run_order as dlbench_run_order
 from dlbench.coords import RUN_LOG_TEMPLATE
 from dlbench.slurm import RECORD as SLURM_RECORD
 
@@ -8,6 +9,9 @@ try:
     TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
 except ValueError as error:
     raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
+# Runs start interleaved across cells in a seeded order (dlbench/run_order.py).
+RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
+RUN_PRIORITY = dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
     dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)
@@ -56,6 +60,7 @@ for shape, strategies in TRAIN_SHAPES.items():
         wildcard_constraints:
             scale=dlbench_jobs.constraint([shape.scale]),
             strategy=dlbench_jobs.constraint(strategies),
+        priority: RUN_PRIORITY
         conda:
             dlbench_deployment.conda_file(shape_runs, config["run"]["device"])
         # The framework's pinned image under --sdm apptainer (containers.smk).
@@ -68,6 +73,20 @@ for shape, strategies in TRAIN_SHAPES.items():
             command=train_command_param(shape_runs),
         shell:
             "{params.command} > {log} 2>&1"
+
+
+# The planned order, recorded beside the tables (the step logs' start times say what happened).
+rule run_order:
+    output:
+        "results/tables/run_order.csv",
+    log:
+        "logs/run_order.log",
+    localrule: True
+    params:
+        order=RUN_ORDER,
+    run:
+        with open(output[0], "w") as out:
+            out.write(dlbench_run_order.order_csv(GRID.runs, *RUN_ORDER))
 
 
 # A run whose Slurm job ended (scancel, time limit, node failure) in an earlier invocation,
