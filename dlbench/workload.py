@@ -27,6 +27,10 @@ BERT_BASE = {
 # Masked-LM slots per sequence at length 128 (Google's pre-training scripts' max_predictions_per_seq).
 MAX_PREDICTIONS_PER_SEQ = 20
 MASK_TOKEN_ID = 103  # [MASK] in BERT's uncased vocabulary
+# The masked-LM loss of a device's batch, in every runner as in google-research/bert's
+# run_pretraining.get_masked_lm_output: sum(weight x loss) / (sum(weight) + 1e-5) over its
+# prediction slots (padding slots weigh 0); the next-sentence loss is the batch mean.
+MLM_WEIGHT_EPSILON = 1e-5
 
 # CNNs: SGD with momentum, its learning rate scaled linearly with the global batch
 # (Goyal et al. 2017, "Accurate, Large Minibatch SGD": 0.1 per 256 samples; docs/sanity.md

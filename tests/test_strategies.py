@@ -226,3 +226,21 @@ def test_horovod_start_without_horovod_names_the_reason():
 
     with pytest.raises(RuntimeError, match="horovod: Horovod is not in the framework environment's lock"):
         _horovod.start("horovod.no_such_framework", Distributed(world_size=2, local_world_size=2))
+
+
+# ------------------------------------------------------------- loss equivalence
+def test_every_strategy_has_a_loss_equivalence_test():
+    """Each strategy of each framework is compared with its single-device run: by the test
+    tests/frameworks/equivalence.py.TESTS names (which must exist), or else by
+    tests/frameworks/test_equivalence.py's generic one (which skips naming why it cannot run here)."""
+    import ast
+
+    from tests.frameworks import equivalence, test_equivalence
+
+    for (framework, strategy), node in equivalence.TESTS.items():
+        assert strategy in capabilities(framework).strategy_names, (framework, strategy)
+        path, name = node.split("::")
+        defined = {f.name for f in ast.walk(ast.parse((REPO / path).read_text())) if isinstance(f, ast.FunctionDef)}
+        assert name in defined, node
+    offered = {(f, s) for f in framework_names() for s in capabilities(f).strategy_names}
+    assert offered == set(equivalence.TESTS) | set(test_equivalence.OTHERS)

@@ -17,6 +17,7 @@ import pytest
 
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, framework_python
+from tests.frameworks import equivalence
 
 PYTHON = framework_python("tensorflow")
 pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the tensorflow environment is not built")
@@ -30,8 +31,8 @@ ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL":
 # torchvision 0.29.1 (.venvs/pytorch).
 EXPECTED_TRAINABLE_PARAMS = {
     # No conv bias before batch norm (as tf_cnn_benchmarks and torchvision): = torchvision's
-    # 25,557,032. v1 (stride in the first 1x1, as tf_cnn_benchmarks' `resnet50`) vs v1.5
-    # (torchvision) moves a stride, not a parameter.
+    # 25,557,032; v1.5 as torchvision (tests/frameworks/test_model_equivalence.py checks the
+    # FLOPs at 224 px too).
     ("resnet50", 32): 25_557_032,
     ("resnet152", 32): 60_192_808,  # = torchvision
     # Keras VGG16 flattens the last feature map: the first dense layer depends on the size.
@@ -46,6 +47,10 @@ EXPECTED_TRAINABLE_PARAMS = {
     # Google's BERT-base / Hugging Face BertForPreTraining.
     ("bert_base", 16): 110_106_428,
 }
+
+
+# The single-device reference runs at the learning rate of a 2-device run's global batch.
+TWO_DEVICE_LR = {equivalence.LR_SCALE_ENV: "2"}
 
 
 def run_python(code: str, timeout: int = 300) -> str:
@@ -74,6 +79,7 @@ def launch(
     threads=2,
     image_size=32,
     data="synthetic",
+    env=None,
 ):
     cmd = [
         str(PYTHON), "-m", "dlbench.launch",
@@ -85,7 +91,8 @@ def launch(
         "--progress-every", "0", "--env-lock", str(LOCK),
         *extra,
     ]  # fmt: skip
-    result = subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600, check=False)
+    run_env = {**ENV, **(env or {})}
+    result = subprocess.run(cmd, cwd=REPO, env=run_env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -177,10 +184,12 @@ def test_oom_errors_are_recognised():
 def single_run(tmp_path_factory):
     """One single-device ResNet-50 run (32 px, batch 4, 30 steps on the fixed synthetic batch).
 
-    threads=1 so that it runs the same kernels as each of the two 1-thread MWMS workers below.
+    threads=1 so that it runs the same kernels as each of the two 1-thread MWMS workers below;
+    the learning rate of a 2-device run: the multi-device runs below train on two copies of this
+    batch (the same global batch, tests/frameworks/equivalence.py).
     """
     run_dir = tmp_path_factory.mktemp("tf") / "single"
-    launch(run_dir, steps=(0, 30), threads=1)
+    launch(run_dir, steps=(0, 30), threads=1, env=TWO_DEVICE_LR)
     return ok_log(run_dir / "rank0.steps.jsonl")
 
 
@@ -190,7 +199,7 @@ def single_run_two_threads(tmp_path_factory):
     2 threads runs (oneDNN's convolutions round differently with 1 and 2 threads, and this
     short batch-4 trajectory amplifies that to a few % by the second step)."""
     run_dir = tmp_path_factory.mktemp("tf") / "single2"
-    launch(run_dir, steps=(1, 4), threads=2)
+    launch(run_dir, steps=(1, 4), threads=2, env=TWO_DEVICE_LR)
     return ok_log(run_dir / "rank0.steps.jsonl")
 
 

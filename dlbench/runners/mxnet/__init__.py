@@ -174,16 +174,7 @@ class Runner(BaseRunner):
     def _loss(self, inputs, labels):
         if not self.is_bert:
             return self.loss_fn(self.net(*inputs), labels[0])
-        mlm_labels, nsp_labels = labels[:2]
-        mlm_logits, nsp_logits = self.net(*inputs)
-        mlm = self.loss_fn(mlm_logits, mlm_labels.reshape((-1,))).reshape((-1, self.masked))
-        if len(labels) == 3:  # real data: padded prediction slots have weight 0
-            weights = labels[2]
-            mlm = (mlm * weights).sum(axis=1) / self.mx.nd.maximum(weights.sum(axis=1), 1.0)
-        else:
-            mlm = mlm.mean(axis=1)
-        # Per sequence: mean masked-LM loss over its masked positions + NSP loss.
-        return mlm + self.loss_fn(nsp_logits, nsp_labels)
+        return models.pretraining_loss(self.mx, self.loss_fn, self.net(*inputs), labels, self.masked)
 
     def step(self, batch=None):
         mx = self.mx

@@ -5,7 +5,7 @@ does not import MXNet."""
 from __future__ import annotations
 
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
-from dlbench.workload import BERT_BASE, MAX_PREDICTIONS_PER_SEQ
+from dlbench.workload import BERT_BASE, MAX_PREDICTIONS_PER_SEQ, MLM_WEIGHT_EPSILON
 
 # model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
 ZOO_BUILDERS = {
@@ -19,20 +19,27 @@ ZOO_BUILDERS = {
 
 def build_net(mx, model: str, ctxs):
     """The model, initialised on every context and hybridized (one cached static graph)."""
+    net = define_net(mx, model)
     if model == "bert_base":
-        net = _bert_pretraining_class(mx)(BERT_BASE, prefix="bert_")
         net.initialize(mx.init.Normal(BERT_BASE["initializer_range"]), ctx=ctxs)
     else:
-        from mxnet.gluon.model_zoo import vision
-
-        name, v15 = ZOO_BUILDERS[model]
-        net = getattr(vision, name)(pretrained=False, classes=IMAGE_CLASSES)
-        if v15:
-            _move_stride_to_3x3(net)
-        if model == "inception_v3":
-            _global_final_pool(net)
         net.initialize(_initializer(mx, model), ctx=ctxs)
     net.hybridize(static_alloc=True, static_shape=True)
+    return net
+
+
+def define_net(mx, model: str):
+    """The model's Gluon block, not initialised (its symbol gives shapes without memory)."""
+    if model == "bert_base":
+        return _bert_pretraining_class(mx)(BERT_BASE, prefix="bert_")
+    from mxnet.gluon.model_zoo import vision
+
+    name, v15 = ZOO_BUILDERS[model]
+    net = getattr(vision, name)(pretrained=False, classes=IMAGE_CLASSES)
+    if v15:
+        _move_stride_to_3x3(net)
+    if model == "inception_v3":
+        _global_final_pool(net)
     return net
 
 
@@ -93,9 +100,11 @@ def _encoder_layer_class(nn):
                 self.drop_att = nn.Dropout(c["attention_probs_dropout_prob"])
                 self.drop = nn.Dropout(c["hidden_dropout_prob"])
 
-        def hybrid_forward(self, F, x):  # x: (length, batch, units)
+        def hybrid_forward(self, F, x, attention_bias):
+            # x: (length, batch, units); attention_bias: (batch * heads, 1, length)
             qkv = self.qkv(x)
             scores = F.contrib.interleaved_matmul_selfatt_qk(qkv, heads=self._heads)
+            scores = F.broadcast_add(scores, attention_bias)
             weights = self.drop_att(F.softmax(scores, axis=-1))
             context = F.contrib.interleaved_matmul_selfatt_valatt(qkv, weights, heads=self._heads)
             x = self.ln_att(x + self.drop(self.proj(context)))
@@ -116,6 +125,7 @@ def _bert_pretraining_class(mx):
             super().__init__(**kwargs)
             units, eps, vocab = c["hidden_size"], c["layer_norm_eps"], c["vocab_size"]
             self._units, self._max_length = units, c["max_position_embeddings"]
+            self._heads = c["num_attention_heads"]
             with self.name_scope():
                 self.word_embed = nn.Embedding(vocab, units, prefix="word_embed_")
                 self.type_embed = nn.Embedding(c["type_vocab_size"], units, prefix="type_embed_")
@@ -137,15 +147,20 @@ def _bert_pretraining_class(mx):
                 )
             assert self.mlm_decoder.weight is self.word_embed.weight, "MLM decoder not tied to the embedding"
 
-        def hybrid_forward(self, F, ids, types, positions, position_weight):
-            # ids, types: (batch, length); positions: (batch * masked,) flat indices into
-            # the (batch * length) token rows.
+        def hybrid_forward(self, F, ids, types, positions, input_mask, position_weight):
+            # ids, types, input_mask: (batch, length); positions: (batch * masked,) flat indices
+            # into the (batch * length) token rows. Padding (input_mask 0) gets -10000 added to
+            # its attention scores, as Google's BERT does: no position attends to it.
             x = self.word_embed(ids) + self.type_embed(types)
             steps = F.contrib.arange_like(ids, axis=1)
             pos_embed = F.Embedding(steps, position_weight, input_dim=self._max_length, output_dim=self._units)
             x = F.broadcast_add(x, F.expand_dims(pos_embed, axis=0))
             x = self.drop(self.ln_embed(x))
-            x = self.layers(F.transpose(x, axes=(1, 0, 2)))  # (length, batch, units)
+            bias = F.broadcast_axis(F.expand_dims(F.expand_dims(input_mask, axis=1), axis=1), axis=1, size=self._heads)
+            bias = (F.reshape(bias, shape=(-3, 0, 0)) - 1) * 10000.0  # (batch * heads, 1, length)
+            x = F.transpose(x, axes=(1, 0, 2))  # (length, batch, units)
+            for i in range(len(self.layers)):
+                x = self.layers[i](x, bias)
             x = F.transpose(x, axes=(1, 0, 2))  # (batch, length, units)
             nsp_logits = self.nsp(self.pooler(F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)))
             rows = F.take(F.reshape(x, shape=(-1, self._units)), positions)
@@ -153,6 +168,17 @@ def _bert_pretraining_class(mx):
             return self.mlm_decoder(h), nsp_logits
 
     return BertForPretraining
+
+
+def pretraining_loss(mx, loss_fn, logits, labels, masked: int):
+    """Per-sample losses of one context's BERT batch (the trainer divides their sum by the
+    global batch): each sample carries batch / (sum(weight) + 1e-5) times its weighted
+    masked-LM slot losses, so their mean is dlbench.workload's reference loss of the batch."""
+    mlm_logits, nsp_logits = logits
+    mlm_ids, nsp_labels, weights = labels
+    slots = loss_fn(mlm_logits, mlm_ids.reshape((-1,))).reshape((-1, masked)) * weights
+    share = weights.shape[0] / (weights.sum() + MLM_WEIGHT_EPSILON)
+    return mx.nd.broadcast_mul(slots.sum(axis=1), share) + loss_fn(nsp_logits, nsp_labels)
 
 
 def synthetic_batch(mx, spec, ctxs, text_shape=None):
@@ -184,5 +210,7 @@ def _bert_batch(mx, ctx, b: int, length: int, masked: int):
     pos = mx.nd.stack(*[mx.nd.random.shuffle(mx.nd.arange(length, ctx=ctx))[:masked] for _ in range(b)])
     pos = pos + mx.nd.arange(b, ctx=ctx).reshape((b, 1)) * length
     mlm_labels = mx.nd.random.randint(0, vocab, shape=(b, masked), ctx=ctx).astype("float32")
-    labels = (mlm_labels, mx.nd.random.randint(0, 2, shape=(b,), ctx=ctx).astype("float32"))
-    return (ids, types, pos.reshape((-1,))), labels
+    weights = mx.nd.ones((b, masked), ctx=ctx)
+    labels = (mlm_labels, mx.nd.random.randint(0, 2, shape=(b,), ctx=ctx).astype("float32"), weights)
+    # No padding in synthetic sequences: every position is attended to.
+    return (ids, types, pos.reshape((-1,)), mx.nd.ones((b, length), ctx=ctx)), labels

@@ -179,6 +179,7 @@ class TextPipeline:
         fields = {
             "ids": arrays["input_ids"].astype(np.float32),
             "types": arrays["segment_ids"].astype(np.float32),
+            "mask": arrays["input_mask"].astype(np.float32),
             "positions": arrays["masked_lm_positions"].astype(np.int64),
             "mlm_ids": arrays["masked_lm_ids"].astype(np.float32),
             "mlm_weights": arrays["masked_lm_weights"].astype(np.float32),
@@ -205,11 +206,12 @@ class TextPipeline:
                 yield out
 
     def next(self):
-        """[((ids, types, positions), (mlm_ids, nsp, mlm_weights))] per context, on the contexts."""
+        """[((ids, types, positions, mask), (mlm_ids, nsp, mlm_weights))] per context, on the contexts."""
         mx, replicas = self.mx, []
         for ctx, part in zip(self.ctxs, next(self.batches), strict=True):
             a = {k: mx.nd.array(v, ctx=ctx, dtype="float32") for k, v in part.items()}
-            replicas.append(((a["ids"], a["types"], a["positions"]), (a["mlm_ids"], a["nsp"], a["mlm_weights"])))
+            inputs = (a["ids"], a["types"], a["positions"], a["mask"])
+            replicas.append((inputs, (a["mlm_ids"], a["nsp"], a["mlm_weights"])))
         return replicas
 
     def describe(self) -> str:

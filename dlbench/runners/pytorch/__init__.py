@@ -134,16 +134,9 @@ class Runner(BaseRunner):
 
     def _loss(self, batch=None):
         if self.is_text:
-            if batch is None:
-                return self.model(**self.inputs).loss
-            input_ids, token_type_ids, attention_mask, labels, next_sentence = batch
-            return self.model(
-                input_ids=input_ids,
-                token_type_ids=token_type_ids,
-                attention_mask=attention_mask,
-                labels=labels,
-                next_sentence_label=next_sentence,
-            ).loss
+            inputs = dict(self.inputs) if batch is None else dict(zip(models.PRETRAINING_FIELDS, batch, strict=True))
+            labels, next_sentence = inputs.pop("labels"), inputs.pop("next_sentence_label")
+            return models.pretraining_loss(self.torch, self.model(**inputs), labels, next_sentence)
         if batch is None:
             return self.loss_fn(self.model(self.images), self.labels)
         images, labels = batch

@@ -4,7 +4,7 @@ this module does not import torch."""
 from __future__ import annotations
 
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
-from dlbench.workload import BERT_BASE, MASK_TOKEN_ID
+from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 # model -> (torchvision constructor, its keyword arguments)
 TORCHVISION_BUILDERS = {
@@ -47,6 +47,22 @@ def bert_for_pretraining():
     from transformers import BertConfig, BertForPreTraining
 
     return BertForPreTraining(BertConfig(**{key: BERT_BASE[key] for key in _BERT_CONFIG_KEYS}))
+
+
+# The fields of a pre-training batch, in the real-data loader's order (pipeline.text_loader).
+PRETRAINING_FIELDS = ("input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label")
+
+
+def pretraining_loss(torch, outputs, labels, next_sentence_label):
+    """dlbench.workload's reference loss of the batch from BertForPreTraining's logits (its own
+    `loss` divides by the count of masked slots, without the reference's + 1e-5): `labels` is
+    -100 where a position is no masked-LM target (weight 0)."""
+    functional = torch.nn.functional
+    logits = outputs.prediction_logits.float().flatten(0, 1)
+    weights = (labels.flatten() != -100).to(logits.dtype)
+    slots = functional.cross_entropy(logits, labels.flatten().clamp(min=0), reduction="none")
+    mlm = (slots * weights).sum() / (weights.sum() + MLM_WEIGHT_EPSILON)
+    return mlm + functional.cross_entropy(outputs.seq_relationship_logits.float(), next_sentence_label)
 
 
 def pretraining_batch(torch, spec, generator) -> dict:

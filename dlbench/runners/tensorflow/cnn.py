@@ -220,9 +220,10 @@ def adaptive_pool_matrix(n_in: int, n_out: int) -> list[list[float]]:
 # -- the models -------------------------------------------------------------------------------
 
 
-def resnet_v1(blocks: tuple[int, ...], classes: int) -> list:
-    """ResNet v1 (He et al. 2015; stride in the first 1x1 conv, as tf_cnn_benchmarks' `resnet50`
-    and Keras's ResNet50): no conv biases before batch norm (epsilon 1.001e-5, as Keras)."""
+def resnet_v1_5(blocks: tuple[int, ...], classes: int) -> list:
+    """ResNet v1.5 (the stride of each down-sampling block on its 3x3 conv, as torchvision,
+    MLPerf and tf_cnn_benchmarks' `resnet50_v1.5`; the other runners build it too,
+    docs/frameworks/tensorflow.md): no conv biases before batch norm (epsilon 1.001e-5, as Keras)."""
 
     def cbn(filters, kernel, stride=1, padding="SAME", relu=True):
         return Conv(filters, kernel, stride, padding, relu=relu, eps=1.001e-5)
@@ -232,7 +233,9 @@ def resnet_v1(blocks: tuple[int, ...], classes: int) -> list:
         filters = 64 * 2**stage
         for i in range(count):
             stride = 2 if i == 0 and stage > 0 else 1
-            main = [cbn(filters, 1, stride, "VALID"), cbn(filters, 3), cbn(4 * filters, 1, relu=False)]
+            # Explicit padding on the strided 3x3 (torchvision's 1 each side, not SAME's 0/1).
+            middle = cbn(filters, 3, stride, 1) if stride > 1 else cbn(filters, 3)
+            main = [cbn(filters, 1, 1, "VALID"), middle, cbn(4 * filters, 1, relu=False)]
             shortcut = [cbn(4 * filters, 1, stride, "VALID", relu=False)] if i == 0 else None
             layers.append(Residual(main, shortcut))
     return layers + [Head([classes])]
@@ -315,8 +318,8 @@ def inception_v3(classes: int) -> list:
 
 
 ARCHITECTURES = {
-    "resnet50": lambda classes: resnet_v1((3, 4, 6, 3), classes),
-    "resnet152": lambda classes: resnet_v1((3, 8, 36, 3), classes),
+    "resnet50": lambda classes: resnet_v1_5((3, 4, 6, 3), classes),
+    "resnet152": lambda classes: resnet_v1_5((3, 8, 36, 3), classes),
     "vgg16": vgg16,
     "inception_v3": inception_v3,
     "alexnet": alexnet,

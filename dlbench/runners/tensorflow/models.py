@@ -7,7 +7,16 @@ from __future__ import annotations
 from dlbench.models import CATALOGUE, IMAGE_CLASSES
 from dlbench.runners.tensorflow import pipeline
 from dlbench.runners.tensorflow.bert import bert_model
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, BERT_BASE, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
+from dlbench.workload import (
+    ADAM_EPSILON,
+    ADAM_LR,
+    BERT_BASE,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    MLM_WEIGHT_EPSILON,
+    SGD_MOMENTUM,
+    sgd_lr,
+)
 
 # Keras's mixed-precision policy → the TF-native CNNs' compute dtype.
 _COMPUTE_DTYPE = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
@@ -115,12 +124,13 @@ class BertPretraining:
             inputs["masked_ids"], tf.cast(mlm_logits, tf.float32)
         )  # [batch, n_pred]
         nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(inputs["nsp_labels"], tf.cast(nsp_logits, tf.float32))
-        if "masked_weights" in inputs:
-            # Real examples: padding slots (weight 0) do not count; Google's run_pretraining
-            # divides by the batch's weight sum, this by each example's (per-example losses).
-            weights = inputs["masked_weights"]
-            return tf.reduce_sum(mlm * weights, axis=1) / (tf.reduce_sum(weights, axis=1) + 1e-5) + nsp
-        return tf.reduce_mean(mlm, axis=1) + nsp
+        # dlbench.workload's reference loss of this replica's batch, as per-example losses
+        # (averaged over the global batch by the caller): each example carries batch /
+        # (sum(weight) + 1e-5) times its weighted slot losses; synthetic slots all weigh 1.
+        weights = inputs.get("masked_weights")
+        weights = tf.ones_like(mlm) if weights is None else tf.cast(weights, mlm.dtype)
+        share = tf.cast(tf.shape(weights)[0], mlm.dtype) / (tf.reduce_sum(weights) + MLM_WEIGHT_EPSILON)
+        return tf.reduce_sum(mlm * weights, axis=1) * share + nsp
 
     def prepare(self, tf, real_data: bool):
         return lambda batch: batch
