@@ -8,7 +8,7 @@ tf_cnn_benchmarks trains on a CPU: graph mode and one `Session.run` per step, NH
 `tf.nn.conv2d` without bias before a fused batch norm (`is_training`, moving averages
 updated in the step), a synthetic batch held in a non-trainable variable, softmax
 cross-entropy, `MomentumOptimizer` (lr 0.01, momentum 0.9: one `ApplyMomentum` per
-variable). Models: resnet50 / resnet152 (v1: stride in the first 1x1), vgg16.
+variable). Models: resnet50 / resnet152 (v1.5: stride on the 3x3 conv, as the runner), vgg16.
 
 Prints images/s over the measured steps (wall clock around the measured loop, after
 --warmup steps) and the last loss.
@@ -53,8 +53,8 @@ def build_resnet(tf, x, blocks, classes, training=True):
         for i in range(count):
             stride = 2 if i == 0 and stage > 0 else 1
             short = conv_bn(x, 4 * filters, 1, stride, relu=False) if i == 0 else x
-            y = conv_bn(x, filters, 1, stride)
-            y = conv_bn(y, filters, 3, 1)
+            y = conv_bn(x, filters, 1, 1)
+            y = conv_bn(y, filters, 3, stride)
             y = conv_bn(y, 4 * filters, 1, 1, relu=False)
             x = tf.nn.relu(y + short)
     x = tf.reduce_mean(x, [1, 2])

@@ -23,8 +23,8 @@ from baseline_args import baseline_arguments
 
 # dlbench model names -> tf_cnn_benchmarks' --model
 MODELS = {
-    "resnet50": "resnet50",
-    "resnet152": "resnet152",
+    "resnet50": "resnet50_v1.5",  # the runners' variant (tf_cnn_benchmarks' `resnet50` is v1)
+    "resnet152": "resnet152",  # v1: tf_cnn_benchmarks has no resnet152_v1.5
     "vgg16": "vgg16",
     "inception_v3": "inception3",
     "alexnet": "alexnet",

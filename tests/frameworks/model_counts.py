@@ -113,6 +113,33 @@ SCRIPTS = {
             out[name] = {"params": sum(v.size for v in jax.tree_util.tree_leaves(variables["params"])),
                          "flops": flops_of(jaxpr.jaxpr)}
     """,
+    "paddle": """
+        import paddle
+        from dlbench.runners.paddle import train
+        flops = [0]
+
+        def conv(layer, inputs, output):  # weight (out, in / groups, kh, kw)
+            flops[0] += 2 * math.prod(output.shape) * math.prod(layer.weight.shape[1:])
+
+        def linear(layer, inputs, output):  # weight (in, out)
+            flops[0] += 2 * math.prod(output.shape) * layer.weight.shape[0]
+
+        for name in models_wanted:
+            if name == "bert_base":
+                from dlbench.runners.paddle import bert
+                model = bert.BertForPreTraining()
+                out[name] = {"params": sum(int(p.size) for p in model.parameters() if not p.stop_gradient)}
+                continue
+            model, params = train.image_model(name, 0)
+            for layer in model.sublayers():
+                hook = {paddle.nn.Conv2D: conv, paddle.nn.Linear: linear}.get(type(layer))
+                if hook:
+                    layer.register_forward_post_hook(hook)
+            flops[0] = 0
+            with paddle.no_grad():
+                model.eval()(paddle.zeros([1, 3, size, size]))
+            out[name] = {"params": params, "flops": flops[0]}
+    """,
 }
 
 
