@@ -21,15 +21,12 @@ AMP_CPU_REASON = (
 CAPABILITIES = Capabilities(
     label="PaddlePaddle",
     colour="#2ca02c",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet"),
-    unavailable_models={
-        "bert_base": "the PaddlePaddle runner has no BERT-base (Paddle has none of its own; PaddleNLP is not locked)",
-    },
+    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
     precisions=("fp32", "amp"),
     cuda_only_precisions={"amp": AMP_CPU_REASON},
     unavailable_devices={"cuda": "no paddlepaddle-gpu lock yet (envs/paddle-cuda.txt; docs/frameworks/paddle.md)"},
     data=("synthetic", "real"),
-    image_format="imagefolder",
+    image_format="imagefolder",  # and the BERT examples (format "bert")
     strategies=(
         Strategy(
             "collective",
@@ -61,28 +58,47 @@ class Runner(BaseRunner):
         paddle.set_device(f"gpu:{spec.dist.local_rank}" if spec.device == "cuda" else "cpu")
         if spec.dist.world_size > 1:
             paddle.distributed.init_parallel_env()
-        self.size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        self.real_data, self._last = spec.coords.data == "real", None
+        self.is_text = CATALOGUE[spec.coords.model]["kind"] == "text"
+        if self.is_text:
+            self._build_bert(train)
+        else:
+            self._build_cnn(train)
+
+    def _build_cnn(self, train) -> None:
+        spec = self.spec
+        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
         model, self.params = train.image_model(spec.coords.model, spec.seed)
-        self.trainer = train.Trainer(model, spec)
-        self.real_data = spec.coords.data == "real"
+        self.trainer = train.Trainer(model, spec, train.optimizer(spec, model, False), train.image_loss)
+        self.prepare = self.trainer.normalised
         if self.real_data:
             from dlbench.runners.paddle import pipeline
 
-            self.batches = pipeline.forever(pipeline.image_loader(spec, self.size))
+            self.batches = pipeline.forever(pipeline.image_loader(spec, size))
         else:
             # The same batch in every rank, as the other runners' synthetic data (the losses of
             # a collective run are then the single-device run's: tests/frameworks/equivalence.py).
-            self.batch = train.synthetic_batch(spec.batch, self.size, spec.seed)
-        self._last = None
+            self.batch = train.synthetic_batch(spec.batch, size, spec.seed)
+
+    def _build_bert(self, train) -> None:
+        from dlbench.runners.paddle import bert
+
+        spec = self.spec
+        self.paddle.seed(spec.seed)
+        model = bert.BertForPreTraining()
+        self.params = sum(int(p.size) for p in model.parameters() if not p.stop_gradient)
+        self.trainer = train.Trainer(model, spec, train.optimizer(spec, model, True), bert.loss)
+        self.prepare = bert.fields
+        if self.real_data:
+            self.batches = bert.real_batches(spec)
+        else:
+            self.batch = bert.synthetic_batch(spec.batch, spec.seq_len, spec.seed)
 
     def next_batch(self):
         return next(self.batches) if self.real_data else None
 
     def step(self, batch=None):
-        if batch is None:
-            self._last = self.trainer.step(*self.batch)
-        else:
-            self._last = self.trainer.step(*self.trainer.normalised(*batch))
+        self._last = self.trainer.step(*(self.batch if batch is None else self.prepare(*batch)))
         return self._last
 
     def sync(self) -> None:
@@ -119,7 +135,9 @@ class Runner(BaseRunner):
             info.update(trainable_params=self.params, **trainer.describe())
         if getattr(self, "real_data", False):
             info["input_pipeline"] = (
-                f"paddle.io.DataLoader(DatasetFolder, workers={spec.data_workers}), RandomResizedCrop + flip"
+                "tokenised examples in memory, this rank's share"
+                if self.is_text
+                else f"paddle.io.DataLoader(DatasetFolder, workers={spec.data_workers}), RandomResizedCrop + flip"
             )
         return info
 

@@ -1,5 +1,5 @@
-"""The Paddle model, optimizer and step: paddle.vision's CNN, Momentum SGD, softmax
-cross-entropy, the step in dynamic graph mode or through `paddle.jit.to_static` (--compile),
+"""The Paddle model, optimizer and step: paddle.vision's CNN (Momentum SGD, softmax
+cross-entropy) or BERT (bert.py, Adam), the step in dynamic graph mode or through `paddle.jit.to_static` (--compile),
 paddle.amp on GPUs. Imports Paddle: only `Runner.build` imports this module."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import paddle
 
 from dlbench.models import IMAGE_CLASSES
 from dlbench.runners.paddle import AMP_CPU_REASON
-from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
+from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 
 def image_model(name: str, seed: int):
@@ -34,19 +34,28 @@ def synthetic_batch(batch: int, size: int, seed: int):
     return paddle.to_tensor(images), paddle.to_tensor(labels)
 
 
-class Trainer:
-    """One training step: forward (autocast under AMP), cross-entropy in float32, backward,
-    Momentum update; the loss tensor is returned without a host copy."""
+def image_loss(model, images, labels):
+    """Softmax cross-entropy of the CNN's logits, in float32."""
+    return paddle.nn.functional.cross_entropy(model(images).astype("float32"), labels)
 
-    def __init__(self, model, spec) -> None:
+
+def optimizer(spec, model, text: bool):
+    """Adam for BERT, Momentum SGD for the CNNs (dlbench.workload's settings)."""
+    if text:
+        return paddle.optimizer.Adam(learning_rate=ADAM_LR, epsilon=ADAM_EPSILON, parameters=model.parameters())
+    return paddle.optimizer.Momentum(learning_rate=sgd_lr(spec), momentum=SGD_MOMENTUM, parameters=model.parameters())
+
+
+class Trainer:
+    """One training step: the loss (`loss_of(model, *batch)`, under autocast with AMP),
+    backward, the optimizer's update; the loss tensor is returned without a host copy."""
+
+    def __init__(self, model, spec, optimizer, loss_of) -> None:
         on_gpu = spec.device == "cuda"
         self.amp = spec.coords.precision == "amp"
         if self.amp and not on_gpu:  # a hand-made launch (the grid plans these cells N/A)
             raise RuntimeError(f"amp runs on CUDA devices only: {AMP_CPU_REASON}")
-        self.to_static = spec.compile
-        self.optimizer = paddle.optimizer.Momentum(
-            learning_rate=sgd_lr(spec), momentum=SGD_MOMENTUM, parameters=model.parameters()
-        )
+        self.to_static, self.optimizer, self.loss_of = spec.compile, optimizer, loss_of
         self.scaler = paddle.amp.GradScaler() if self.amp else None
         if self.to_static:
             model = paddle.jit.to_static(model, full_graph=True)
@@ -58,28 +67,28 @@ class Trainer:
         self.std = paddle.to_tensor(IMAGENET_STD, dtype="float32").reshape([1, 3, 1, 1])
 
     def normalised(self, images, labels):
-        """A real-data batch (uint8 NCHW) as the model's float input."""
+        """A real-data image batch (uint8 NCHW) as the model's float input."""
         return (images.astype("float32") - self.mean) / self.std, labels
 
-    def step(self, images, labels):
+    def step(self, *batch):
         if self.amp:
             with paddle.amp.auto_cast(level="O1", dtype="float16"):
-                logits = self.model(images)
-            loss = paddle.nn.functional.cross_entropy(logits.astype("float32"), labels)
+                loss = self.loss_of(self.model, *batch)
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss = paddle.nn.functional.cross_entropy(self.model(images), labels)
+            loss = self.loss_of(self.model, *batch)
             loss.backward()
             self.optimizer.step()
         self.optimizer.clear_grad()
         return loss
 
     def describe(self) -> dict:
+        name = type(self.optimizer).__name__
         return {
             "execution": "paddle.jit.to_static (full graph)" if self.to_static else "dynamic graph",
             "compute_dtype": "float16" if self.amp else "float32",
-            "implementation": "paddle.vision model, paddle.optimizer.Momentum, "
+            "implementation": f"paddle.nn model, paddle.optimizer.{name}, "
             + ("paddle.amp O1 autocast + GradScaler" if self.amp else "fp32"),
         }
