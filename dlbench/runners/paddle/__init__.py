@@ -1,5 +1,6 @@
-"""PaddlePaddle runner: paddle.vision CNNs (NCHW, BatchNorm), Momentum SGD, dynamic graph or
-`paddle.jit.to_static`, paddle.amp, real images through paddle.io.DataLoader and collective data
+"""PaddlePaddle runner: paddle.vision CNNs (NCHW, BatchNorm, Momentum SGD) and a paddle.nn
+BERT-base (Adam), dynamic graph or `paddle.jit.to_static`, paddle.amp on GPUs, real images
+through paddle.io.DataLoader (BERT examples in memory) and collective data
 parallelism (paddle.DataParallel, Gloo on CPU, NCCL on GPU). docs/frameworks/paddle.md explains
 the fast path, threads and the launch. Importing this package does not import Paddle:
 `Runner.import_framework()` does, after setting what Paddle reads at start-up."""
