@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.conftest import framework_python
-from tests.faults.pipeline import pytorch_grid, snakemake
+from tests.faults.pipeline import pytorch_grid, snakemake, stop_processes_in
 
 pytestmark = [
     pytest.mark.faults,
@@ -46,4 +46,4 @@ def test_a_second_pipeline_is_refused_and_told_who_holds_the_directory(tmp_path)
     finally:
         if first.poll() is None:
             first.kill()
-        subprocess.run(["pkill", "-f", str(tmp_path)], check=False)  # its orphaned training run
+        stop_processes_in(tmp_path, grace_s=0)  # its orphaned training run
