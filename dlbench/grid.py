@@ -136,5 +136,5 @@ def expand(config: dict) -> Grid:
             if why:
                 unavailable[cell] = why
                 continue
-            runs.extend(RunCoords(**values, repeat=r) for r in range(1, proto["repeats"] + 1))
+            runs.extend(RunCoords(**values, repeat=r) for r in range(1, protocols.planned_repeats(proto) + 1))
     return Grid(runs=runs, unavailable=unavailable, protocol=proto)

@@ -209,3 +209,20 @@ PLACEMENT_TEXT = {
     "layout": "repeats on different numbers of nodes",
     "node": "throughput splits by node",
 }
+
+
+# Adaptive repeats (dlbench.adaptive): why a cell stopped, or goes on.
+def repeats_target(n: int, half: float, target: float) -> str:
+    return f"target met after {n} repeats: 95% CI half-width {half:.1%} ≤ {target:.1%}"
+
+
+def repeats_maximum(n: int, half: float, target: float) -> str:
+    return f"maximum of {n} repeats reached: 95% CI half-width {half:.1%} > target {target:.1%}"
+
+
+def repeats_more(n: int, half: float, target: float) -> str:
+    return f"{n} repeats: 95% CI half-width {half:.1%} > target {target:.1%}, one more"
+
+
+def repeats_failed(n: int, statuses: list[str]) -> str:
+    return f"stopped after {n} repeats: a repeat ended {', '.join(statuses)}"

@@ -31,4 +31,18 @@ def resolve(protocol_config: dict) -> dict:
     for key in OVERRIDABLE:
         if protocol_config.get(key) is not None:
             resolved[key] = protocol_config[key]
+    if resolved["repeats"] == "auto":  # adaptive repeats (dlbench/adaptive.py)
+        adaptive = resolved["adaptive"] = {**ADAPTIVE_DEFAULTS, **(protocol_config.get("adaptive") or {})}
+        if adaptive["min_repeats"] > adaptive["max_repeats"]:
+            raise ValueError(
+                f"protocol.adaptive: min_repeats {adaptive['min_repeats']} > max_repeats {adaptive['max_repeats']}"
+            )
     return resolved
+
+
+ADAPTIVE_DEFAULTS = {"target": 0.02, "min_repeats": 3, "max_repeats": 10}
+
+
+def planned_repeats(protocol: dict) -> int:
+    """The repeats a cell is planned with: all of them, or, adaptive, the minimum."""
+    return protocol["adaptive"]["min_repeats"] if protocol["repeats"] == "auto" else protocol["repeats"]

@@ -250,3 +250,18 @@ def two_modes(values, grid: int = 256) -> dict:
         "split": split,
         "share": float(min((values < split).mean(), (values >= split).mean())),
     }
+
+
+# ---------------------------------------------------------------- adaptive repeats
+
+
+def enough_repeats(name: str, values, target: float, minimum: int, maximum: int) -> tuple[bool, float]:
+    """(whether a cell has enough repeats, its 95% CI half-width ÷ its statistic): enough when
+    the half-width is at most `target` after at least `minimum` repeats, or at `maximum`."""
+    values = np.asarray(values, dtype=float)
+    low, high = bootstrap_ci(name, values)
+    centre = statistic(name, values) if values.size else math.nan
+    half = (high - low) / 2 / centre if finite(low) and finite(high) and centre else math.nan
+    if values.size < minimum:
+        return False, half
+    return (finite(half) and half <= target) or values.size >= maximum, half

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import efficiency, labels, sanity
+from dlbench import adaptive, efficiency, labels, sanity
 from dlbench.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.grid import Grid
 
@@ -18,8 +18,10 @@ def build(
     flops: dict[str, float] | None = None,
     peak_tflops: float = 0.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    runs = runs_table(experiment.runs, root, loss_tolerance=sanity.loss_tolerance(experiment.protocol))
+    planned = adaptive.decided_runs(experiment.runs, experiment.protocol, root)
+    runs = runs_table(planned, root, loss_tolerance=sanity.loss_tolerance(experiment.protocol))
     cells = cells_table(runs, experiment.protocol["statistic"], experiment.unavailable, noisy_cv)
+    cells = adaptive.stop_reasons(cells, experiment.protocol, root)
     return runs, add_flops(cells, flops or {}, peak_tflops)
 
 

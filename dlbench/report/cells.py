@@ -110,6 +110,8 @@ def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
         hover.append(f"sanity {labels.sanity_label(cell['sanity'])}")
     if has_number:
         hover.append(f"{cell.get('statistic', '')} of {int(cell['n'])}/{int(cell['repeats'])} repeats")
+        if labels.text(cell.get("repeats_stop")):
+            hover.append(labels.text(cell.get("repeats_stop")))
         if finite(cell.get("cv")):
             hover.append(f"CV {cell['cv']:.2f}")
         if finite(cell.get("tflops")):

@@ -2,6 +2,10 @@
 synthetic batch. tests/test_plugin_toy.py runs it through the whole pipeline, found through
 DLBENCH_FRAMEWORK_PATH=tests/plugins (docs/plugins.md); nothing else names it."""
 
+import os
+import random
+import time
+
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, Strategy
 
@@ -16,6 +20,18 @@ CAPABILITIES = Capabilities(
 CLASSES = 10
 
 
+def planted_sleep(scale: str, environ=os.environ) -> float:
+    """A planted step time for tests: DLBENCH_TOY_SLEEP=`1x1=0.02:0,1x2=0.02:0.03` makes each
+    step at 1x2 sleep 0.02 s plus one per-run draw from [0, 0.03) s (a noisy cell: repeats
+    differ, steps within a run do not). Unset: no sleep."""
+    for item in filter(None, environ.get("DLBENCH_TOY_SLEEP", "").split(",")):
+        name, _, times = item.partition("=")
+        if name == scale:
+            base, _, jitter = times.partition(":")
+            return float(base) + random.Random().uniform(0, float(jitter or 0))
+    return 0.0
+
+
 class Runner(BaseRunner):
     def build(self) -> None:
         import numpy as np
@@ -26,6 +42,7 @@ class Runner(BaseRunner):
         self.x = rng.standard_normal((spec.batch, pixels)).astype(np.float32)
         self.y = rng.integers(0, CLASSES, spec.batch)
         self.w = np.zeros((pixels, CLASSES), np.float32)
+        self.sleep = planted_sleep(spec.coords.scale)
 
     def step(self, batch=None):
         np, rows = self.np, self.np.arange(len(self.y))
@@ -35,6 +52,7 @@ class Runner(BaseRunner):
         loss = -np.log(p[rows, self.y]).mean()
         p[rows, self.y] -= 1.0
         self.w -= 0.01 * self.x.T @ p / len(self.y)
+        time.sleep(self.sleep)
         return loss
 
     def describe(self) -> dict:

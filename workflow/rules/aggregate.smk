@@ -24,7 +24,7 @@ rule model_flops:
 
 rule aggregate:
     input:
-        records=all_run_records(),
+        records=adaptive_records if ADAPTIVE else all_run_records(),
         flops=model_flops_files(),
     output:
         runs="results/tables/runs.csv",

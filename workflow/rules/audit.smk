@@ -4,7 +4,7 @@
 
 rule audit:
     input:
-        records=all_run_records,
+        records=adaptive_records if ADAPTIVE else all_run_records,
         flops=model_flops_files(),
         runs="results/tables/runs.csv",
         cells="results/tables/cells.csv",
