@@ -3,6 +3,7 @@ throughput drifting with run order, a cell whose repeats split by node."""
 
 import re
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -121,3 +122,19 @@ def test_a_cell_whose_repeats_split_by_node_is_flagged():
     (found,) = checks.placement_findings(runs)
     assert found.text.startswith("2 cells with repeats split by node")
     assert "n1: 2 × " in found.text and "n1,n2: 2 × " in found.text
+
+
+def test_repeats_spread_over_nodes_in_a_moving_window():
+    nodes = ["n1", "n2", "n3"]
+    assert [placement.spread_nodelist(1, r, nodes) for r in (1, 2, 3, 4)] == [
+        "--nodelist=n1",
+        "--nodelist=n2",
+        "--nodelist=n3",
+        "--nodelist=n1",
+    ]
+    assert placement.spread_nodelist(2, 2, nodes) == "--nodelist=n3,n1"
+    assert placement.spread_nodelist(3, 1, nodes) == "" and placement.spread_nodelist(1, 1, []) == ""
+    static = {"nodes": 1, "slurm_extra": "--ntasks-per-node=2"}
+    spread = placement.spread_resources(static, 1, ["n1", "n2"])
+    assert spread["slurm_extra"](SimpleNamespace(repeat="2")) == "--ntasks-per-node=2 --nodelist=n2"
+    assert placement.spread_resources(static, 2, ["n1", "n2"]) is static

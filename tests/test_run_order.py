@@ -45,3 +45,16 @@ def test_snakemake_gives_each_run_its_place_as_priority(tmp_path):
     by_priority = [dict(kv.split("=") for kv in w.split(", ")) for w, _ in sorted(jobs, key=lambda j: -int(j[1]))]
     started = [RunCoords.from_dict(w) for w in by_priority]
     assert started == run_order.ordered(started, "interleaved", seed=3)
+
+
+def test_run_spread_nodes_pins_each_repeat_in_the_slurm_resources(tmp_path):
+    override = {**GRID, "protocol": {"preset": "caict2020", "repeats": 2}, "run": {"spread_nodes": ["n1", "n2"]}}
+    override["grid"] = {**GRID["grid"], "models": ["resnet50"], "scales": ["1x1", "2x1"]}
+    result = dry_run(tmp_path, override)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = re.findall(
+        r"    wildcards: .*scale=(\S+), strategy=\S+, repeat=(\d)\n(?:    .*\n)*?    resources: (.*)", result.stdout
+    )
+    pinned = {(scale, repeat): re.search(r"slurm_extra=([^,]*)", res) for scale, repeat, res in jobs}
+    assert pinned[("1x1", "1")].group(1) == "--nodelist=n1" and pinned[("1x1", "2")].group(1) == "--nodelist=n2"
+    assert pinned[("2x1", "1")].group(1) == "--ntasks-per-node=1"  # needs both nodes: Slurm places it

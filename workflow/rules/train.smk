@@ -1,8 +1,9 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
 from dlbench import deployment as dlbench_deployment
+from dlbench import placement as dlbench_placement
 from dlbench import run_order as dlbench_run_order
-from dlbench.coords import RUN_LOG_TEMPLATE
+from dlbench.coords import RUN_LOG_TEMPLATE, Scale
 from dlbench.slurm import RECORD as SLURM_RECORD
 
 try:
@@ -68,7 +69,12 @@ for shape, strategies in TRAIN_SHAPES.items():
             DEPLOY.container if DEPLOY.apptainer else None
         threads: threads_per_run()
         resources:
-            **shape.resources(config["run"]),
+            # run.spread_nodes: slurm_extra pins each repeat to other nodes (placement.py).
+            **dlbench_placement.spread_resources(
+                shape.resources(config["run"]),
+                Scale.parse(shape.scale).nodes,
+                config["run"]["spread_nodes"],
+            ),
         params:
             command=train_command_param(shape_runs),
         shell:
