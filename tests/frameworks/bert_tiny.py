@@ -124,6 +124,35 @@ LOSS_SCRIPTS = {
         per_sample = models.pretraining_loss(mx, mx.gluon.loss.SoftmaxCrossEntropyLoss(), logits, labels, 3)
         loss = float(per_sample.mean().asscalar())
     """,
+    # Paddle's model computes its loss in forward(): its heads are swapped for layers that
+    # return the case's logits (decoder weight = identity over a 5-token vocabulary).
+    "paddle": """
+        import paddle
+        from dlbench.runners.paddle import bert
+        config = dict(bert.BERT_BASE, vocab_size=5, hidden_size=5, num_attention_heads=1,
+                      num_hidden_layers=1, intermediate_size=8, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+        model = bert.BertForPreTraining(config)
+
+        class Fixed(paddle.nn.Layer):
+            def __init__(self, value):
+                super().__init__()
+                self.value = paddle.to_tensor(value)
+
+            def forward(self, x):
+                return self.value
+
+        model._sub_layers["mlm_transform"] = Fixed(case["mlm_logits"])
+        model._sub_layers["pooler"] = Fixed([[0.0] * 5] * 2)
+        model._sub_layers["next_sentence"] = Fixed(case["nsp_logits"])
+        model.word.weight.set_value(paddle.eye(5))
+        model.mlm_bias.set_value(paddle.zeros([5]))
+        ids = paddle.zeros([2, 3], dtype="int64")
+        labels = paddle.to_tensor(case["mlm_ids"], dtype="int64")
+        labels = paddle.where(paddle.to_tensor(case["mlm_weights"]) > 0, labels, paddle.full_like(labels, bert.IGNORE))
+        nsp = paddle.to_tensor(case["nsp_labels"], dtype="int64")
+        loss = float(bert.loss(model, ids, ids, paddle.ones([2, 3], dtype="int64"), labels, nsp))
+    """,
 }
 
 
