@@ -14,13 +14,14 @@ from dlbench.runners.plugin import Capabilities
 from tests.conftest import REPO
 
 PLUGINS = REPO / "tests" / "plugins"
-BUILT_IN = ("jax", "mxnet", "pytorch", "tensorflow")
+BUILT_IN = ("jax", "mxnet", "paddle", "pytorch", "tensorflow")
 # The package that makes each CUDA lock a CUDA build (envs/<framework>-cuda.in).
 CUDA_PACKAGE = {
     "pytorch": "nvidia-dali-cuda130",
     "tensorflow": "nvidia-cudnn-cu12",
     "mxnet": "mxnet-cu112",
     "jax": "jax-cuda12-plugin",
+    "paddle": "paddlepaddle-gpu",
 }
 
 

@@ -25,7 +25,9 @@ CAPABILITIES = Capabilities(
     models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
     precisions=("fp32", "amp"),
     cuda_only_precisions={"amp": AMP_CPU_REASON},
-    unavailable_devices={"cuda": "no paddlepaddle-gpu lock yet (envs/paddle-cuda.txt; docs/frameworks/paddle.md)"},
+    # paddlepaddle-gpu 2.6.2, PyPI's newest CUDA build: the node needs CUDA 11.8 and cuDNN 8.6
+    # (envs/paddle-cuda.in; docs/frameworks/paddle.md).
+    device_envs={"cuda": "paddle-cuda"},
     data=("synthetic", "real"),
     image_format="imagefolder",  # and the BERT examples (format "bert")
     strategies=(
