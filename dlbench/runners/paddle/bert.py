@@ -11,7 +11,7 @@ import paddle
 from paddle import nn
 
 from dlbench.models import CATALOGUE
-from dlbench.workload import BERT_BASE, MASK_TOKEN_ID
+from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 IGNORE = -100  # labels of positions that are no masked-LM target
 
@@ -57,8 +57,10 @@ class BertForPreTraining(nn.Layer):
         per_position = nn.functional.cross_entropy(
             mlm.astype("float32").reshape([-1, mlm.shape[-1]]), labels, ignore_index=IGNORE, reduction="none"
         )
-        # The mean over the targets only (Paddle's "mean" would count the ignored positions).
-        mlm_loss = per_position.sum() / (labels != IGNORE).astype("float32").sum().clip(min=1.0)
+        # google-research/bert's normalisation: over the targets only (Paddle's "mean" would
+        # count the ignored positions), + epsilon as every runner (docs/frameworks/equivalence.md).
+        weights = (labels != IGNORE).astype("float32")
+        mlm_loss = per_position.sum() / (weights.sum() + MLM_WEIGHT_EPSILON)
         return mlm_loss + nn.functional.cross_entropy(nsp.astype("float32"), next_sentence_label)
 
 
