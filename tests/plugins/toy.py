@@ -3,7 +3,6 @@ synthetic batch. tests/test_plugin_toy.py runs it through the whole pipeline, fo
 DLBENCH_FRAMEWORK_PATH=tests/plugins (docs/plugins.md); nothing else names it."""
 
 import os
-import random
 import time
 
 from dlbench.runners.base import Runner as BaseRunner
@@ -20,15 +19,16 @@ CAPABILITIES = Capabilities(
 CLASSES = 10
 
 
-def planted_sleep(scale: str, environ=os.environ) -> float:
+def planted_sleep(scale: str, repeat: int, environ=os.environ) -> float:
     """A planted step time for tests: DLBENCH_TOY_SLEEP=`1x1=0.02:0,1x2=0.02:0.03` makes each
-    step at 1x2 sleep 0.02 s plus one per-run draw from [0, 0.03) s (a noisy cell: repeats
-    differ, steps within a run do not). Unset: no sleep."""
+    step at 1x2 sleep 0.02 s plus a per-repeat share of 0.03 s (a noisy cell: repeats differ,
+    steps within a run do not). The shares follow the golden-ratio sequence, so any three
+    repeats are far apart (random draws came out close in about 1 run in 20). Unset: no sleep."""
     for item in filter(None, environ.get("DLBENCH_TOY_SLEEP", "").split(",")):
         name, _, times = item.partition("=")
         if name == scale:
             base, _, jitter = times.partition(":")
-            return float(base) + random.Random().uniform(0, float(jitter or 0))
+            return float(base) + float(jitter or 0) * ((repeat * 0.6180339887) % 1.0)
     return 0.0
 
 
@@ -42,7 +42,7 @@ class Runner(BaseRunner):
         self.x = rng.standard_normal((spec.batch, pixels)).astype(np.float32)
         self.y = rng.integers(0, CLASSES, spec.batch)
         self.w = np.zeros((pixels, CLASSES), np.float32)
-        self.sleep = planted_sleep(spec.coords.scale)
+        self.sleep = planted_sleep(spec.coords.scale, spec.coords.repeat)
 
     def step(self, batch=None):
         np, rows = self.np, self.np.arange(len(self.y))
