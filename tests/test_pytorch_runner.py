@@ -113,7 +113,8 @@ def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
     assert log.valid and log.status == "oom", log.footer
-    assert "allocate" in log.footer["error"]
+    # The allocator's message, or oneDNN's for a refused scratchpad (the runner's is_oom says why).
+    assert "allocate" in log.footer["error"] or "could not create a primitive" in log.footer["error"]
 
 
 @pytest.mark.slow
