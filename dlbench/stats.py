@@ -134,13 +134,16 @@ def mann_whitney(reference, candidate) -> dict:
     }
 
 
+MIN_REPEATS = 3  # fewer repeats on a side: a comparison is "uncertain" whatever its interval
+
+
 def comparison_verdict(
     ci: tuple[float, float],
     tolerance: float,
     repeats: tuple[int, int],
     test: dict,
     alpha: float = 0.05,
-    min_repeats: int = 3,
+    min_repeats: int = MIN_REPEATS,
 ) -> tuple[str, str]:
     """faster / slower / same / inconclusive, and why, from the ratio's CI (candidate ÷ reference).
 
@@ -179,8 +182,6 @@ def quarter_means(values) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------- how sure a comparison is
-
-MIN_REPEATS = 3  # fewer repeats on a side: a comparison is "uncertain" whatever its interval
 
 
 def ratio_verdict(ci: tuple[float, float], repeats: tuple[int, int], noisy: bool = False) -> str:

@@ -128,7 +128,9 @@ def _repeats(campaign: Campaign, cells: dict[tuple, pd.Series]) -> dict[tuple, l
     return runs
 
 
-def compare(reference: Campaign, candidate: Campaign, tolerance: float = 0.05, min_repeats: int = 3) -> Comparison:
+def compare(
+    reference: Campaign, candidate: Campaign, tolerance: float = 0.05, min_repeats: int = stats.MIN_REPEATS
+) -> Comparison:
     result = Comparison(reference.id, candidate.id, tolerance, differences(reference.manifest, candidate.manifest))
     a, b = _keyed(reference.cells), _keyed(candidate.cells)
     ra, rb = _repeats(reference, a), _repeats(candidate, b)
