@@ -46,13 +46,11 @@ class Campaign:
 
     def repeats(self) -> dict[tuple, list[float]]:
         """Per cell key (CELL_FIELDS order), the throughputs of its repeats that produced one."""
-        from dlbench.coords import CELL_FIELDS
+        from dataclasses import astuple
 
-        if self.runs is None or self.runs.empty:
-            return {}
-        ok = self.runs[self.runs["status"] == "ok"].dropna(subset=["throughput"])
-        ok = ok.astype({f: str for f in CELL_FIELDS})
-        return {key: g["throughput"].astype(float).tolist() for key, g in ok.groupby(CELL_FIELDS, sort=True)}
+        from dlbench.comparisons import repeats_by_cell
+
+        return {astuple(key): values.tolist() for key, values in repeats_by_cell(self.runs).items()}
 
 
 def _read_table(path: Path) -> pd.DataFrame:
