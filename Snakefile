@@ -9,7 +9,10 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from dlbench import config as dlbench_config
-from dlbench import workdir_owner
+from dlbench import planning, workdir_owner
+
+# No garbage collection while the grid is planned; it resumes when the run starts (planning.py).
+planning.pause_collection()
 
 # Snakemake's own message for a config file that does not parse names neither file nor line.
 DEFAULT_CONFIGFILE = "config/config.yaml"
@@ -28,6 +31,7 @@ if not workflow.remote_exec and (HOLDER := workdir_owner.holder()):
 
 
 onstart:
+    planning.resume_collection()
     workdir_owner.claim()
 
 

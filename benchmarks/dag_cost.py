@@ -7,9 +7,12 @@ Each grid is dry-run in an empty working directory (nothing exists yet, so every
 scheduled); the trivial workflow is generated in a temporary directory and dry-run the same
 way (same interpreter, same flags: those of the profiles), alternating with the grid in one sitting so that both
 see the same machine load. Prints jobs, median wall times and the median of the per-round
-ratios (target ≤ 1.3). Note: with snakemake-executor-plugin-slurm installed, a Slurm client
-whose controller does not answer adds ~10 s to every invocation (the plugin queries Slurm at
-import): the script says whether `sinfo` answered.
+ratios (target ≤ 1.3). dlbench's Snakefile pauses Python's garbage collector while it plans
+(dlbench/planning.py); a third arm, the floor with the collector paused the same way, gives
+the like-for-like ratio: what dlbench's own rules and functions cost beyond Snakemake's.
+Note: with snakemake-executor-plugin-slurm installed, a Slurm client whose controller does
+not answer adds ~10 s to every invocation (the plugin queries Slurm at import): the script
+says whether `sinfo` answered.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ PHASES = {
     "conda env per job": ("dag.py", "update_conda_envs"),
     "whole run": ("cli.py", "main"),
 }
+# The like-for-like floor: the same collector policy as dlbench's Snakefile.
+PAUSED_GC = "import gc\n\ngc.disable()\n\n\n"
 PROFILE: Path | None = None  # set by --profile: dry runs write cProfile stats here
 
 
@@ -98,10 +103,11 @@ def grid_dry_run(config_path: Path) -> tuple[float, int, float]:
         return dry_run(REPO / "Snakefile", Path(work), ["--configfile", str(config_path)])
 
 
-def trivial_dry_run(jobs: int) -> tuple[float, int, float]:
+def trivial_dry_run(jobs: int, paused: bool = False) -> tuple[float, int, float]:
+    """The floor; `paused`: with the collector paused as dlbench's Snakefile does (planning.py)."""
     with tempfile.TemporaryDirectory() as work:
         snakefile = Path(work) / "Snakefile"
-        snakefile.write_text(TRIVIAL_SNAKEFILE.format(jobs=jobs))
+        snakefile.write_text((PAUSED_GC if paused else "") + TRIVIAL_SNAKEFILE.format(jobs=jobs))
         elapsed, total, cpu = dry_run(snakefile, Path(work), [])
     if total != jobs:
         raise RuntimeError(f"trivial workflow planned {total} jobs, expected {jobs}")
@@ -135,25 +141,35 @@ def profile(name: str, config_path: Path) -> None:
 
 
 def compare(name: str, config_path: Path, repeats: int) -> None:
-    """Alternate grid and floor (order flipped every round) and print both and their ratio."""
-    grid_times, floor_times, ratios, cpu_ratios, jobs = [], [], [], [], 0
+    """Alternate grid, floor and like-for-like floor (order rotating every round); print the
+    times and the ratios to both floors."""
+    times: dict[str, list[float]] = {"grid": [], "floor": [], "paused": []}
+    cpu: dict[str, list[float]] = {"grid": [], "floor": [], "paused": []}
+    jobs = grid_dry_run(config_path)[1]  # the job count the floors need (not timed)
+    arms = {
+        "grid": lambda: grid_dry_run(config_path),
+        "floor": lambda: trivial_dry_run(jobs),
+        "paused": lambda: trivial_dry_run(jobs, paused=True),
+    }
     for round_ in range(repeats):
-        if round_ % 2 == 0:
-            grid_time, jobs, grid_cpu = grid_dry_run(config_path)
-            floor_time, _, floor_cpu = trivial_dry_run(jobs)
-        else:
-            floor_time, _, floor_cpu = trivial_dry_run(jobs)
-            grid_time, jobs, grid_cpu = grid_dry_run(config_path)
-        grid_times.append(grid_time)
-        floor_times.append(floor_time)
-        ratios.append(grid_time / floor_time)
-        cpu_ratios.append(grid_cpu / floor_cpu)
+        order = list(arms)[round_ % 3 :] + list(arms)[: round_ % 3]
+        for arm in order:
+            elapsed, _, used = arms[arm]()
+            times[arm].append(elapsed)
+            cpu[arm].append(used)
+
+    def ratio(values: dict[str, list[float]], floor: str) -> list[float]:
+        return [g / f for g, f in zip(values["grid"], values[floor], strict=True)]
+
+    med = statistics.median
     print(
-        f"{name}: {jobs} jobs, snakemake -n median {statistics.median(grid_times):.2f} s "
-        f"(min {min(grid_times):.2f}, max {max(grid_times):.2f}); trivial floor median "
-        f"{statistics.median(floor_times):.2f} s; ratio median {statistics.median(ratios):.2f} "
-        f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {repeats} rounds); CPU-time ratio median "
-        f"{statistics.median(cpu_ratios):.2f} (load {os.getloadavg()[0]:.2f})"
+        f"{name}: {jobs} jobs, snakemake -n median {med(times['grid']):.2f} s "
+        f"(min {min(times['grid']):.2f}, max {max(times['grid']):.2f}); trivial floor median "
+        f"{med(times['floor']):.2f} s; ratio median {med(ratio(times, 'floor')):.2f} "
+        f"(min {min(ratio(times, 'floor')):.2f}, max {max(ratio(times, 'floor')):.2f}, {repeats} rounds); "
+        f"CPU-time ratio median {med(ratio(cpu, 'floor')):.2f}; like for like (floor with the collector "
+        f"paused too, {med(times['paused']):.2f} s): ratio {med(ratio(times, 'paused')):.2f}, CPU "
+        f"{med(ratio(cpu, 'paused')):.2f} (load {os.getloadavg()[0]:.2f})"
     )
 
 

@@ -12,7 +12,9 @@ except ValueError as error:
     raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
 # Runs start interleaved across cells in a seeded order (dlbench/run_order.py).
 RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
-RUN_PRIORITY = dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
+RUN_PRIORITY = dlbench_jobs.known_signature(
+    dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
+)
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
     dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)

@@ -1,0 +1,33 @@
+"""The collector policy while Snakemake plans a grid (dlbench/planning.py)."""
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from dlbench import planning
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def restore_gc():
+    yield
+    gc.unfreeze()
+    gc.enable()
+
+
+def test_collection_is_paused_while_planning_and_resumed_with_planned_objects_frozen(restore_gc):
+    planning.pause_collection()
+    assert not gc.isenabled()
+    planned = [[i] for i in range(1000)]  # containers alive when the run starts
+    planning.resume_collection()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= len(planned)
+
+
+def test_snakefile_pauses_before_the_config_and_resumes_when_the_run_starts():
+    text = (REPO / "Snakefile").read_text()
+    assert text.index("planning.pause_collection()") < text.index("configfile:")
+    onstart = text[text.index("onstart:") :].split("\n\n")[0]
+    assert "planning.resume_collection()" in onstart
