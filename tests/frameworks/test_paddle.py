@@ -133,6 +133,25 @@ def test_to_static_steps_the_same_losses_as_the_dynamic_graph(tmp_path, single_l
     same_losses(log, single_losses)
 
 
+@needs_env
+def test_the_step_returns_the_loss_without_its_autograd_graph():
+    """The worker keeps every step's loss handle until the run ends; with its graph, each would
+    keep its step's memory (docs/frameworks/paddle.md, "Fast path")."""
+    code = (
+        "from dlbench.coords import RunCoords\n"
+        "from dlbench.runners.base import RunSpec\n"
+        "from dlbench.runners.paddle import Runner\n"
+        "for compile in (False, True):\n"
+        "    coords = RunCoords('paddle', 'resnet50', 'fp32', 'synthetic', '2', '1x1', 'single', 1)\n"
+        "    runner = Runner(RunSpec(coords, 2, 32, 0, 1, 'cpu', compile=compile))\n"
+        "    runner.build()\n"
+        "    loss = runner.step()\n"
+        "    print(compile, loss.stop_gradient, loss.grad_fn is None, runner.loss_value(loss) > 0)"
+    )
+    out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=ENV, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True", "True", "True", "True", "True", "True"]
+
+
 def test_a_cuda_only_precision_must_be_one_the_framework_offers():
     from dlbench.runners.plugin import Capabilities
 

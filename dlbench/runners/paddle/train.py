@@ -48,7 +48,7 @@ def optimizer(spec, model, text: bool):
 
 class Trainer:
     """One training step: the loss (`loss_of(model, *batch)`, under autocast with AMP),
-    backward, the optimizer's update; the loss tensor is returned without a host copy."""
+    backward, the optimizer's update; the loss is returned detached, without a host copy."""
 
     def __init__(self, model, spec, optimizer, loss_of) -> None:
         on_gpu = spec.device == "cuda"
@@ -82,7 +82,9 @@ class Trainer:
             loss.backward()
             self.optimizer.step()
         self.optimizer.clear_grad()
-        return loss
+        # The worker keeps every step's loss until the run ends: the tensor itself would keep
+        # its step's autograd graph alive (docs/frameworks/paddle.md, "Fast path").
+        return loss.detach()
 
     def describe(self) -> dict:
         name = type(self.optimizer).__name__
