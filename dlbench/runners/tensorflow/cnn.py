@@ -46,6 +46,21 @@ class Variables:
         return self._new(tf.fill(shape, value), trainable)
 
 
+@tf.custom_gradient
+def bias_add(y, bias):
+    """tf.nn.bias_add, its gradient gated as tf.gradients' gate_gradients does it: the incoming
+    gradient passes on after its BiasAddGrad. Ungated, oneDNN's graph pass fuses BiasAddGrad
+    into the conv's filter gradient (_MklConv2DBackpropFilterWithBias), slower than the two
+    ops apart at VGG-16's 224-px layers (docs/frameworks/tensorflow.md)."""
+
+    def grad(dy):
+        bias_grad = tf.raw_ops.BiasAddGrad(out_backprop=dy)
+        with tf.control_dependencies([bias_grad]):
+            return tf.identity(dy), bias_grad
+
+    return tf.nn.bias_add(y, bias), grad
+
+
 class Conv:
     """conv2d (+ fused batch norm) (+ bias) (+ ReLU). padding: "SAME", "VALID" or explicit pixels."""
 
@@ -78,7 +93,7 @@ class Conv:
             padding = "VALID"
         y = tf.nn.conv2d(x, tf.cast(self.w, x.dtype), self.stride, padding)
         if self.bias:
-            y = tf.nn.bias_add(y, tf.cast(self.b, y.dtype))
+            y = bias_add(y, tf.cast(self.b, y.dtype))
         if self.bn:
             y = self._batch_norm(y, training)
         return tf.nn.relu(y) if self.relu else y

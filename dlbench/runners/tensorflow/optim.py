@@ -62,8 +62,12 @@ class MomentumSGD:
             # context is not the device's own copy under MirroredStrategy).
             context.merge_call(self._update_each_device, args=(grads, variables, finite))
         else:
-            for var, slot, grad in zip(variables, self.slots, grads, strict=True):
-                self._apply(var, slot, grad, finite)
+            # After the whole backward pass (tf.gradients' GATE_GRAPH): an update that runs while
+            # a backward op still holds its variable's value copies the variable first
+            # (copy-on-write: 411 MB a step for VGG-16's first dense layer).
+            with tf.control_dependencies(grads):
+                for var, slot, grad in zip(variables, self.slots, grads, strict=True):
+                    self._apply(var, slot, grad, finite)
 
     def _update_each_device(self, strategy, grads, variables, finite) -> None:
         for var, slot, grad in zip(variables, self.slots, grads, strict=True):
