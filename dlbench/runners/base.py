@@ -82,7 +82,9 @@ class Runner:
     def step(self, batch=None):
         """One training step on `batch` (None: the synthetic on-device batch).
 
-        Returns a loss handle; must not force a host sync."""
+        Returns a loss handle; must not force a host sync. The worker keeps every step's
+        handle until the run ends: a handle must not hold its step's autograd graph (detach
+        it), or each kept step's activations stay allocated (docs/frameworks/paddle.md)."""
         raise NotImplementedError
 
     def sync(self) -> None:
