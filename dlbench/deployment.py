@@ -14,7 +14,7 @@ import shlex
 import sys
 from collections.abc import Callable, Collection, Mapping
 
-from snakemake.io import ancient
+from snakemake.io import ancient, apply_wildcards
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
 from dlbench import containers, images, provenance
@@ -64,11 +64,37 @@ class Placeholders(RunWildcards):
     """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
     from them is a template that Snakemake fills in per job, with no function call per job."""
 
-    def __init__(self):
-        super().__init__({name: "{" + name + "}" for name in RUN_FIELDS})
+    def __init__(self, **fixed: str):
+        """`fixed`: coordinates given as values (a template for the runs that share them)."""
+        super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
 
     def as_dict(self) -> dict:  # as RunCoords: LaunchRequest.to_argv reads the coordinates so
         return dict(self)
+
+
+class CommandClasses:
+    """A run's command (`command(wildcards)`) through one template per command class: what a
+    command holds beyond its coordinates filled in (software, dataset, input workers, batch
+    search) depends on FIELDS and on whether the batch is searched. A class's template is built
+    and checked against `command` at its first run; a mismatch keeps `command` for that class."""
+
+    FIELDS = ("framework", "model", "data", "strategy", "scale")
+
+    def __init__(self, command: Callable[[RunWildcards], str]):
+        self.command = command
+        self.templates: dict[tuple, str | None] = {}
+
+    def __call__(self, wildcards) -> str:
+        values = RunWildcards({name: getattr(wildcards, name) for name in RUN_FIELDS})
+        fixed = {name: values[name] for name in self.FIELDS}
+        if values.batch == "max":
+            fixed["batch"] = "max"
+        key = tuple(fixed.items())
+        if key not in self.templates:
+            template = self.command(Placeholders(**fixed))
+            self.templates[key] = template if apply_wildcards(template, values) == self.command(values) else None
+        template = self.templates[key]
+        return apply_wildcards(template, values) if template else self.command(values)
 
 
 def _quote_template(arg: str) -> str:

@@ -79,6 +79,32 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
     assert ("'/tmp/a repo'\"'\"'s copy/envs/mxnet.txt'" in command) == (repo != REPO)
 
 
+def test_a_command_class_template_fills_in_to_real_data_and_batch_search_commands(tmp_path):
+    """deployment.CommandClasses: with the class's coordinates fixed (framework, model,
+    data, strategy, scale, and batch when it is searched), the template filled in is the
+    command of every run of the class: dataset, input workers and batch-search file included."""
+    from snakemake.io import apply_wildcards
+
+    from dlbench.deployment import Placeholders, RunWildcards
+
+    config = {"run": RUN_SETTINGS, "grid": {}, "data": {"images": {"source": "generated"}}}
+    deploy = Deployment(config, REPO, set(), environ={"DLBENCH_VENVS": str(tmp_path / "venvs")})
+    deploy.data_dir = lambda wildcards: f"results/data/{wildcards.framework}-{wildcards.model}"
+    fixed = dict(framework="pytorch", model="resnet50", data="real", strategy="ddp", scale="1x2")
+    for batch, search in (("8", None), ("max", "results/batch_max/cpu/pytorch/resnet50/{precision}.json")):
+        cls = Placeholders(**fixed, **({"batch": "max"} if search else {}))
+        template = deploy.command(cls, deploy.launch_arguments(cls, PROTOCOL, search))
+        assert "{repeat}" in template and "{framework}" not in template
+        for precision, repeat in (("fp32", "1"), ("amp", "2")):
+            run = RunWildcards(fixed, precision=precision, batch=batch, repeat=repeat)
+            searched = search.format(precision=precision) if search else None
+            command = deploy.command(run, deploy.launch_arguments(run, PROTOCOL, searched))
+            assert apply_wildcards(template, run) == command
+            assert "--data-dir results/data/pytorch-resnet50 --data-workers 2" in command
+            searched_flag = f"--max-batch-file results/batch_max/cpu/pytorch/resnet50/{precision}.json"
+            assert (searched_flag in command) == bool(search)
+
+
 def test_stale_environments_are_rebuilt_and_every_job_still_planned(tmp_path):
     """Environments older than their locks: the dry run plans their rebuild and every job after
     it. (An ancient() input that is being rebuilt made Snakemake leave out every job after it.)"""
@@ -106,3 +132,29 @@ def test_stale_environments_are_rebuilt_and_every_job_still_planned(tmp_path):
     counts = dict(line.split() for line in output.splitlines() if len(line.split()) == 2)
     assert counts["framework_env"] == "3" and counts["report_document"] == "1", output
     assert int(counts["train_1x1"]) > 0 and counts["model_flops"] == "1"
+
+
+def test_command_classes_build_one_template_per_class_and_fall_back_on_a_mismatch():
+    from types import SimpleNamespace as Wildcards
+
+    from dlbench.deployment import CommandClasses
+
+    calls = []
+
+    def command(w):  # a template-able command, counting its calls
+        calls.append(dict(w))
+        run = f"{w['framework']}/{w['precision']}/bs{w['batch']}/rep{w['repeat']}"
+        return f"train --data-dir /data/{w['model']} --run {run}"
+
+    runs = [
+        Wildcards(framework="mxnet", model=m, precision="fp32", data="real", batch=b, scale="1x1", strategy="single",
+                  repeat=r)
+        for m in ("resnet50", "vgg16") for b in ("1", "64") for r in ("1", "2", "3")
+    ]  # fmt: skip
+    classes = CommandClasses(command)
+    assert [classes(run) for run in runs] == [command(vars(run)) for run in runs]
+    assert len(classes.templates) == 2 and all(classes.templates.values())  # one per model
+    assert len(calls) == 2 * 2 + len(runs)  # per class: its template and the check; then the direct calls
+    # a command that does not follow its wildcards (a value read elsewhere) keeps the function
+    other = CommandClasses(lambda w: f"train --seed {len(str(w['repeat']))}")
+    assert other(runs[0]) == "train --seed 1" and list(other.templates.values()) == [None]

@@ -11,7 +11,7 @@ from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.containers import ContainerError
 from dlbench.data import paths as data_paths
-from dlbench.deployment import Deployment, Placeholders, RunWildcards
+from dlbench.deployment import CommandClasses, Deployment, Placeholders, RunWildcards
 
 try:
     GRID = dlbench_config.checked_grid(
@@ -83,9 +83,12 @@ def train_command_param(runs):
     """The training command as the param of these runs' rules (train.smk). Where the commands
     differ by their wildcards only: a template Snakemake fills in, no function call per job;
     the template must give one run's command (e.g. no braces from a path), or the function.
+    Runs with real data or a batch search: one template per command class (deployment.py).
     """
-    if not runs or any(run.batch == "max" or run.data == "real" for run in runs):
+    if not runs:
         return dlbench_jobs.known_signature(train_command)
+    if any(run.batch == "max" or run.data == "real" for run in runs):
+        return dlbench_jobs.known_signature(CommandClasses(train_command))
     template = train_command(Placeholders())
     sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
     if apply_wildcards(template, sample) == train_command(sample):
