@@ -43,6 +43,27 @@ def _path(error) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
+def fill_defaults(config: dict, schema_path: str = CONFIG_SCHEMA) -> None:
+    """Validate `config` against the schema and fill in its defaults, as Snakemake's
+    `validate(config, schema, set_default=True)` does (jsonschema's documented recipe), on the
+    schema read once with libyaml: Snakemake's reads it with the pure-Python loader on every
+    invocation (a fifth of the Snakefile's parse time, docs/planning.md). Raises jsonschema's
+    ValidationError."""
+    import jsonschema
+
+    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))  # not the cached schema's
+        yield from check_properties(validator, properties, instance, schema)
+
+    filling = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": set_defaults})
+    filling(_load_schema(schema_path)).validate(config)
+
+
 def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None:
     """None if `config` satisfies the schema, else e.g. `grid.batch_per_device[0]: -1 is ...`."""
     import jsonschema  # analysis environment only; the defaults are read in PyTorch's too

@@ -85,3 +85,29 @@ def test_seed_grid_files_set_every_grid_key_the_default_sets():
         grid = yaml.safe_load(path.read_text())["grid"]
         missing = sorted(set(default) - set(grid) - {"strategies"})
         assert not missing, f"{path.name} inherits grid.{missing} from config/config.yaml"
+
+
+@pytest.mark.parametrize("grid", [None, "caict2020.yaml", "paddle_vgg16.yaml", "tf_cnn_benchmarks.yaml"])
+def test_fill_defaults_gives_what_snakemakes_validate_gives(grid):
+    """dlbench.config.fill_defaults (the Snakefile's schema check, on the schema read once) and
+    snakemake.utils.validate(set_default=True) fill in the same config, and refuse the same."""
+    import copy
+
+    import jsonschema
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import update_config, validate
+
+    from dlbench.config import CONFIG_SCHEMA, fill_defaults
+
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    if grid:
+        update_config(config, yaml.safe_load((REPO / "config/grids" / grid).read_text()))
+    ours, theirs = copy.deepcopy(config), copy.deepcopy(config)
+    fill_defaults(ours)
+    validate(theirs, CONFIG_SCHEMA, set_default=True)
+    assert ours == theirs and ours != config  # defaults were filled in
+    ours["run"]["threads"] = theirs["run"]["threads"] = 0
+    with pytest.raises(jsonschema.ValidationError):
+        fill_defaults(ours)
+    with pytest.raises(WorkflowError, match="Error validating config file"):  # Snakemake wraps it
+        validate(theirs, CONFIG_SCHEMA, set_default=True)

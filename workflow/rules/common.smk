@@ -3,7 +3,6 @@ import os
 
 from snakemake.exceptions import WorkflowError
 from snakemake.io import apply_wildcards
-from snakemake.utils import validate
 
 from dlbench import config as dlbench_config
 from dlbench import jobs as dlbench_jobs
@@ -16,7 +15,7 @@ from dlbench.deployment import CommandClasses, Deployment, Placeholders, RunWild
 try:
     GRID = dlbench_config.checked_grid(
         config,
-        lambda config: validate(config, dlbench_config.CONFIG_SCHEMA, set_default=True),
+        dlbench_config.fill_defaults,
     )
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
