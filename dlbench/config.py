@@ -10,7 +10,6 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 
 import yaml
 
@@ -81,17 +80,19 @@ def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None
     return f"{_path(error)}: {error.message}"
 
 
-def checked_grid(config: dict, fill_defaults: Callable[[dict], None]):
-    """The config's grid (dlbench.grid.Grid) after every check, in order: `fill_defaults`
-    (the workflow's: Snakemake's validate, which also fills in the schema's defaults; when it
-    fails, the schema's one short message naming the key and the bad value), what the schema
-    cannot say (relations between `data` keys, the grid's cross-references). Raises ValueError."""
+def checked_grid(config: dict):
+    """The config's grid (dlbench.grid.Grid) after every check, in order: the schema, which
+    also fills in its defaults (fill_defaults; when it fails, the schema's one short message
+    naming the key and the bad value), what the schema cannot say (relations between `data`
+    keys, the grid's cross-references). Raises ValueError."""
+    import jsonschema
+
     from dlbench import grid
     from dlbench.data import paths
 
     try:
         fill_defaults(config)
-    except Exception as error:  # noqa: BLE001 (whatever the workflow's validator raises)
+    except jsonschema.ValidationError as error:
         # The schema check again, for its one short message (validating once when all is well).
         raise grid.ConfigError(schema_problem(config) or str(error)) from None
     problem = paths.config_problem(config) or paths.source_problem(config)

@@ -13,10 +13,7 @@ from dlbench.data import paths as data_paths
 from dlbench.deployment import CommandClasses, Deployment, Placeholders, RunWildcards
 
 try:
-    GRID = dlbench_config.checked_grid(
-        config,
-        dlbench_config.fill_defaults,
-    )
+    GRID = dlbench_config.checked_grid(config)
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 
