@@ -71,3 +71,30 @@ def framework_python(name: str) -> Path:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory) -> Path:
+    """The working directory of the session's one real pipeline run (tests/tiny_pipeline.py),
+    finished: the tests that only read it share it."""
+    from tests import tiny_pipeline
+
+    if not framework_python("pytorch").exists():
+        pytest.skip("the pytorch environment is not built")
+    return tiny_pipeline.run(tmp_path_factory.mktemp("e2e"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist's `--dist loadgroup` (tools/test.sh runs two workers): a
+    module's tests stay together (its module-scoped fixtures are made once), the tests that
+    read the session's pipeline run share one worker (it is made once), and every test on the
+    Slurm cluster runs in one worker, one at a time (one cluster; a test drains a node). The
+    Slurm tests mostly wait on the scheduler, so the other worker computes meanwhile."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            group = "slurm"
+        elif "tiny_pipeline" in item.fixturenames:
+            group = "tiny_pipeline"
+        else:
+            group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

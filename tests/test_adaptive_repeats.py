@@ -9,8 +9,8 @@ import yaml
 
 from dlbench import adaptive, grid, protocol
 from tests.conftest import REPO, framework_python
-from tests.test_end_to_end import snakemake
 from tests.test_plugin_toy import TOY
+from tests.tiny_pipeline import snakemake
 
 AUTO = {"preset": "mlperf", "repeats": "auto", "statistic": "mean"}
 SETTINGS = {"target": 0.1, "min_repeats": 3, "max_repeats": 5}

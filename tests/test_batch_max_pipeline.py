@@ -8,7 +8,7 @@ import yaml
 
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, framework_python
-from tests.test_end_to_end import snakemake
+from tests.tiny_pipeline import snakemake
 
 PLUGINS = REPO / "tests" / "plugins"
 GRID = {

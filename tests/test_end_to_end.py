@@ -1,63 +1,21 @@
-"""The whole pipeline on a tiny grid: Snakemake → runs → tables → figures → report."""
-
-import subprocess
-import sys
+"""The whole pipeline on a tiny grid: Snakemake → runs → tables → figures → report (the
+session's one run, tests/tiny_pipeline.py)."""
 
 import pandas as pd
 import pytest
-import yaml
 
-from tests.conftest import REPO, framework_python
+from tests.conftest import framework_python
+from tests.tiny_pipeline import snakemake
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
 ]
 
-TINY = {
-    "grid": {
-        "frameworks": ["pytorch"],
-        "models": ["resnet50"],
-        "data": ["synthetic", "real"],
-        "batch_per_device": [2],
-        "scales": ["1x1", "1x2"],
-        # Horovod does not build here: its cells stay in the tables as N/A with the reason.
-        "strategies": {"pytorch": ["ddp", "horovod"]},
-        "exclude": [],  # not the default grid's (real data on one device only)
-    },
-    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 2},
-    "run": {"image_size": 32, "threads": 2, "progress_every": 1},
-    "data": {"images": {"count": 32, "classes": 4, "image_size": 40, "shards": 2}},
-}
-
-
-def snakemake(workdir, *args):
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--profile",
-        str(REPO / "profiles/local"),
-        "--configfile",
-        str(workdir / "tiny.yaml"),
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900, check=False)
-
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("e2e")
-    (workdir / "config").mkdir()
-    (workdir / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
-    (workdir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    result = snakemake(workdir)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return workdir
+def finished(tiny_pipeline):
+    return tiny_pipeline
 
 
 def test_report_tables_and_figures_exist(finished):

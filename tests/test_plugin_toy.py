@@ -13,7 +13,7 @@ import yaml
 
 from dlbench.runners import Capabilities, Strategy
 from tests.conftest import REPO, framework_python
-from tests.test_end_to_end import snakemake
+from tests.tiny_pipeline import snakemake
 
 PLUGINS = REPO / "tests" / "plugins"
 TOY = {

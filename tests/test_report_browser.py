@@ -7,8 +7,9 @@ renders a report, loads it from a file:// URL, takes a full-page screenshot a pe
 look at, and asserts: no console errors or uncaught exceptions, every <img> decoded
 (naturalWidth > 0), the results tables present, every in-page link has its target.
 
-Screenshots: `results/report/screenshot.png` (the real results, when results/tables exist)
-and `results/report/screenshot-fixture.png` (the hand-made fixture grid); set
+Screenshots: `results/report/screenshot.png` (the report of the suite's real pipeline run,
+tests/tiny_pipeline.py) and `results/report/screenshot-fixture.png` (the hand-made fixture
+grid); set
 DLBENCH_SCREENSHOT_DIR to write them elsewhere.
 """
 
@@ -25,10 +26,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dlbench import environment, report
-from dlbench import protocol as protocols
 from tests.conftest import REPO
 from tests.test_report import PROTOCOL, REFERENCE_CONFIG, fixture_references, fixture_results
 
@@ -270,22 +269,11 @@ def test_fixture_report_in_chromium(tmp_path, browser):
     assert facts["images"] == 6  # the summary figure, two per measured model, the published-vs-measured one
 
 
-@pytest.mark.skipif(not (REPO / "results/tables/cells.csv").exists(), reason="no results/tables (run tools/run.sh)")
-def test_real_report_in_chromium(tmp_path, browser):
-    """The current code's report of this checkout's results (rendered afresh, to a temp dir)."""
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    tables = REPO / "results/tables"
-    protocol = protocols.resolve(config["protocol"])
-    html = report.render_files(
-        tables / "cells.csv",
-        tables / "runs.csv",
-        protocol,
-        config,
-        tables / "references.csv",
-        tables / "environment.json",
-    )
-    (tmp_path / "index.html").write_text(html, encoding="utf-8")
-    check_report(browser, tmp_path / "index.html", SCREENSHOT_DIR / "screenshot.png")
+def test_real_report_in_chromium(tiny_pipeline, browser):
+    """The report of the session's real pipeline run (tests/tiny_pipeline.py), as the pipeline
+    wrote it: measured cells, an N/A cell, real data, figures."""
+    facts = check_report(browser, tiny_pipeline / "results/report/index.html", SCREENSHOT_DIR / "screenshot.png")
+    assert facts["tables"] >= 1 and facts["images"] >= 3, facts
 
 
 def test_the_check_catches_a_broken_page(tmp_path, browser):

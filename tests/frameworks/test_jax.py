@@ -39,13 +39,11 @@ def test_module_declares_capabilities_without_importing_jax():
 
 @pytest.fixture(scope="module")
 def single_run(tmp_path_factory):
-    """AlexNet, 64 px, batch 8 on one device, 12 steps: the global batch of the sharded run
-    below (2 devices x 4). AlexNet, not ResNet-50: ResNet-50 at 32 px normalises each channel of
-    its last stage over batch x 1 x 1 values, which makes its backward pass so ill-conditioned
-    that the all-reduce's different rounding order moves the second loss by 2 % (measured;
-    docs/frameworks/jax.md)."""
+    """The equivalence CASE (AlexNet, 64 px) with batch 8 on one device, 12 steps: the global
+    batch of the sharded run below (2 devices x 4; tests/frameworks/equivalence.py)."""
     run_dir = tmp_path_factory.mktemp("jax") / "single"
-    result = launch(run_dir, model="alexnet", size=64, batch=8, steps=(0, 12))
+    case = equivalence.CASE
+    result = launch(run_dir, model=case["model"], size=case["image_size"], batch=2 * case["batch"], steps=(0, 12))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
@@ -66,13 +64,12 @@ def test_single_device_run_trains_and_writes_a_valid_log(single_run):
 @needs_env
 def test_sharded_reproduces_the_single_device_losses(tmp_path, single_run):
     """`sharded` splits one global batch over the devices and computes the step of the whole
-    batch (batch norm over all of it, gradients all-reduced by XLA): the same losses as one
+    batch (gradients all-reduced by XLA): the same first loss, first update and losses as one
     device with the global batch and the same learning rate (tests/frameworks/equivalence.py);
-    a missing all-reduce, or statistics of each device's half, would change them."""
-    result = launch(tmp_path / "run", model="alexnet", size=64, scale="1x2", strategy="sharded", batch=4, steps=(0, 6))
-    assert result.returncode == 0, result.stderr[-3000:]
-    sharded = equivalence.losses(tmp_path / "run/rank0.steps.jsonl")
-    equivalence.assert_same_trajectory(sharded, equivalence.losses(single_run / "rank0.steps.jsonl")[:6])
+    a missing all-reduce would change the first update."""
+    single = equivalence.losses(single_run / "rank0.steps.jsonl")[: equivalence.STEPS[1]]
+    (sharded,) = equivalence.multi_device("jax", tmp_path / "run", "sharded")
+    equivalence.assert_equivalent(sharded, single)
 
 
 @needs_env
@@ -153,7 +150,7 @@ def test_resnet50_through_the_pipeline_with_na_cells_named(tmp_path):
     import pandas as pd
     import yaml
 
-    from tests.test_end_to_end import snakemake
+    from tests.tiny_pipeline import snakemake
 
     grid = {
         "frameworks": ["jax"],

@@ -10,12 +10,13 @@ import pytest
 
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, framework_python
+from tests.frameworks import equivalence
 
 PYTHON = framework_python("paddle")
 needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the paddle environment is not built")
 ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
 STEPS = (0, 6)
-LR_TIMES_2 = {"DLBENCH_LR_SCALE": "2"}
+LR_TIMES_2 = {equivalence.LR_SCALE_ENV: "2"}
 
 
 def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, size=32, steps=(2, 6), extra=(),
@@ -83,54 +84,52 @@ def test_amp_on_the_cpu_and_every_oneflow_cell_are_planned_na_with_the_reason():
     assert len(oneflow) == 1 and "CPython 3.7-3.10 wheels only" in oneflow.pop()
 
 
-def same_losses(log, expected: list[float]) -> None:
-    """The same loss trajectory up to reduction order (rel 1e-3, abs 1e-4): a missing or
-    doubled gradient all-reduce moves the second loss by far more."""
-    assert [s["loss"] for s in log.steps] == pytest.approx(expected, rel=1e-3, abs=1e-4)
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The equivalence reference (tests/frameworks/equivalence.py): one 1-thread device at the
+    learning rate of two devices' global batch."""
+    return equivalence.reference("paddle", tmp_path_factory.mktemp("paddle") / "reference")
 
 
 @pytest.fixture(scope="module")
 def single_run(tmp_path_factory):
-    """ResNet-50, 32 px, batch 4, one thread (each 1-thread collective rank's kernels), at the
-    learning rate of a 2-device run's global batch (DLBENCH_LR_SCALE=2, dlbench.workload.sgd_lr)."""
+    """ResNet-50, 32 px, batch 4, one device, 6 steps on the fixed synthetic batch."""
     run_dir = tmp_path_factory.mktemp("paddle") / "single"
     finished_log(launch(run_dir, steps=STEPS, threads=1, env=LR_TIMES_2), run_dir)
     return run_dir
 
 
-@pytest.fixture(scope="module")
-def single_losses(single_run):
-    return [s["loss"] for s in read_steplog(single_run / "rank0.steps.jsonl").steps]
-
-
 @needs_env
-def test_single_device_run_trains_and_writes_a_valid_log(single_run, single_losses):
+def test_single_device_run_trains_and_writes_a_valid_log(single_run):
     log = read_steplog(single_run / "rank0.steps.jsonl")
     header = log.header["framework"]
     assert header["trainable_params"] == 25_557_032  # torchvision's ResNet-50
     assert header["execution"] == "dynamic graph" and header["compute_dtype"] == "float32"
     assert len(log.header["provenance"]["env_lock_sha256"]) == 64
-    assert sum(single_losses[-3:]) < 0.5 * sum(single_losses[:3])  # a fixed batch is learnt
+    losses = [s["loss"] for s in log.steps]
+    assert sum(losses[-3:]) < 0.5 * sum(losses[:3])  # a fixed batch is learnt
     assert json.loads((single_run / "launch.json").read_text())["rank_exit_codes"] == [0]
 
 
 @needs_env
-def test_collective_reproduces_the_single_device_losses(tmp_path, single_losses):
+def test_collective_reproduces_the_single_device_losses(tmp_path, reference):
     """Two collective ranks (Gloo) on copies of the single run's batch: the all-reduced mean
-    gradient is the single run's, so are the losses (tests/frameworks/equivalence.py)."""
-    result = launch(tmp_path / "run", scale="1x2", strategy="collective", steps=STEPS)
+    gradient is the single run's, so are the first update and the losses."""
+    for losses in equivalence.multi_device("paddle", tmp_path / "run", "collective"):
+        equivalence.assert_equivalent(losses, reference)
     for rank in (0, 1):
-        log = finished_log(result, tmp_path / "run", rank)
-        assert log.header["framework"]["collective_backend"] == "GLOO" and log.header["framework"]["processes"] == 2
-        same_losses(log, single_losses)
+        framework = read_steplog(tmp_path / f"run/rank{rank}.steps.jsonl").header["framework"]
+        assert framework["collective_backend"] == "GLOO" and framework["processes"] == 2
 
 
 @needs_env
-def test_to_static_steps_the_same_losses_as_the_dynamic_graph(tmp_path, single_losses):
-    result = launch(tmp_path / "run", steps=STEPS, threads=1, env=LR_TIMES_2, extra=("--compile",))
-    log = finished_log(result, tmp_path / "run")
+def test_to_static_steps_the_same_losses_as_the_dynamic_graph(tmp_path, reference):
+    run_dir = tmp_path / "run"
+    lr = {equivalence.LR_SCALE_ENV: "2"}
+    equivalence.launch("paddle", run_dir, "--compile", steps=equivalence.STEPS, threads=1, env=lr, **equivalence.CASE)
+    log = read_steplog(run_dir / "rank0.steps.jsonl")
     assert log.header["framework"]["execution"] == "paddle.jit.to_static (full graph)"
-    same_losses(log, single_losses)
+    equivalence.assert_equivalent(equivalence.losses(run_dir / "rank0.steps.jsonl"), reference)
 
 
 @needs_env
@@ -266,7 +265,7 @@ def test_resnet50_through_the_pipeline_with_na_cells_named(tmp_path):
     N/A. Two devices: test_collective_reproduces_the_single_device_losses."""
     import pandas as pd
 
-    from tests.test_end_to_end import snakemake
+    from tests.tiny_pipeline import snakemake
 
     grid = {
         "frameworks": ["paddle"],

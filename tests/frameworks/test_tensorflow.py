@@ -182,25 +182,26 @@ def test_oom_errors_are_recognised():
 
 @pytest.fixture(scope="module")
 def single_run(tmp_path_factory):
-    """One single-device ResNet-50 run (32 px, batch 4, 30 steps on the fixed synthetic batch).
-
-    threads=1 so that it runs the same kernels as each of the two 1-thread MWMS workers below;
-    the learning rate of a 2-device run: the multi-device runs below train on two copies of this
-    batch (the same global batch, tests/frameworks/equivalence.py).
-    """
+    """One single-device ResNet-50 run (32 px, batch 4, 30 steps on the fixed synthetic batch)."""
     run_dir = tmp_path_factory.mktemp("tf") / "single"
     launch(run_dir, steps=(0, 30), threads=1, env=TWO_DEVICE_LR)
     return ok_log(run_dir / "rank0.steps.jsonl")
 
 
 @pytest.fixture(scope="module")
-def single_run_two_threads(tmp_path_factory):
-    """The same single-device run with 2 threads: the kernels one MirroredStrategy process with
-    2 threads runs (oneDNN's convolutions round differently with 1 and 2 threads, and this
-    short batch-4 trajectory amplifies that to a few % by the second step)."""
-    run_dir = tmp_path_factory.mktemp("tf") / "single2"
-    launch(run_dir, steps=(1, 4), threads=2, env=TWO_DEVICE_LR)
-    return ok_log(run_dir / "rank0.steps.jsonl")
+def reference(tmp_path_factory):
+    """The equivalence reference at 1 thread: the kernels of each 1-thread worker of a 2-thread
+    two-worker run (tests/frameworks/equivalence.py)."""
+    return equivalence.reference("tensorflow", tmp_path_factory.mktemp("tf") / "reference")
+
+
+@pytest.fixture(scope="module")
+def reference_two_threads(tmp_path_factory):
+    """ResNet-50 (no dropout: each MirroredStrategy replica draws its own masks) at 2 threads,
+    the kernels one MirroredStrategy process with 2 threads runs; its first update."""
+    run_dir = tmp_path_factory.mktemp("tf") / "reference2"
+    case, steps = equivalence.NO_DROPOUT_CASE, equivalence.FIRST_STEPS
+    return equivalence.reference("tensorflow", run_dir, threads=2, case=case, steps=steps)
 
 
 def test_single_device_run_writes_a_valid_log(single_run):
@@ -221,23 +222,20 @@ def test_loss_decreases_on_a_fixed_batch(single_run):
     assert sum(values[-5:]) / 5 < 0.5 * sum(values[:5]) / 5
 
 
-def test_two_worker_mirrored_run_reproduces_the_single_device_losses(tmp_path, single_run):
-    """Two MWMS workers on the same per-device batch must reproduce the single-device losses.
-
-    Both ranks hold the same synthetic batch, so the all-reduced gradient (sum over ranks of
-    each rank's loss divided by the global batch) equals the single-device gradient: a
-    missing all-reduce or a wrong normalisation changes the loss from the second step on.
-    """
-    launch(tmp_path / "mwms", scale="1x2", strategy="multi_worker_mirrored", steps=(1, 5))
-    logs = [ok_log(tmp_path / f"mwms/rank{r}.steps.jsonl") for r in (0, 1)]
+def test_two_worker_mirrored_run_reproduces_the_single_device_losses(tmp_path, reference):
+    """Two MWMS workers on copies of the batch: the all-reduced gradient (sum over ranks of each
+    rank's loss divided by the global batch) is the single-device gradient; a missing all-reduce
+    or a wrong normalisation changes the first update."""
+    for losses in equivalence.multi_device("tensorflow", tmp_path / "mwms", "multi_worker_mirrored"):
+        equivalence.assert_equivalent(losses, reference)
     assert json.loads((tmp_path / "mwms/launch.json").read_text())["rank_exit_codes"] == [0, 0]
-    for rank, log in enumerate(logs):
+    for rank in (0, 1):
+        log = ok_log(tmp_path / f"mwms/rank{rank}.steps.jsonl")
         assert log.header["world_size"] == 2 and log.header["rank"] == rank
         assert log.header["threads"] == 1  # 2 threads split over 2 local ranks
         strategy = log.header["framework"]["strategy"]
         assert strategy["num_replicas_in_sync"] == 2 and strategy["communication"] == "RING"
         assert strategy["tf_config"]["task"]["index"] == rank
-        assert losses(log) == pytest.approx(losses(single_run)[:6], rel=1e-3, abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -248,52 +246,45 @@ def test_two_worker_mirrored_run_reproduces_the_single_device_losses(tmp_path, s
     ],
 )
 def test_replicated_on_two_logical_cpu_devices_reproduces_the_single_device_losses(
-    tmp_path, single_run_two_threads, strategy, cross_device_ops
+    tmp_path, reference_two_threads, strategy, cross_device_ops
 ):
-    """MirroredStrategy: one process drives two (logical CPU) devices, one step log.
-
-    Both devices hold the same batch and the loss is divided by the global batch (2 x 4), so
-    only gradients that are really summed across the two replicas give the single-device
-    update: without the all-reduce each replica would take half a step and the losses would
-    leave the single-device trajectory from the second step on. Seen: replicated_copy
-    reproduces all 5 single-device losses; replicated_pscpu rounds differently (second loss
-    4.44092 vs 4.44126), which this short, chaotic ResNet trajectory (batch 4, 32 px) amplifies
-    from the third step on, so the first two steps are compared (a missing reduction already
-    is half a step at the first update, which shows in the second loss)."""
-    launch(tmp_path / "run", scale="1x2", strategy=strategy, steps=(1, 4))
-    assert not (tmp_path / "run/rank1.steps.jsonl").exists()
-    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
+    """MirroredStrategy: one process drives two (logical CPU) devices, one step log. Both
+    devices hold the same batch and the loss is divided by the global batch (2 x 4), so only
+    gradients really summed across the two replicas give the single-device update: without
+    the all-reduce each replica would take half a step at the first update."""
+    case, steps = equivalence.NO_DROPOUT_CASE, equivalence.FIRST_STEPS
+    (losses,) = equivalence.multi_device("tensorflow", tmp_path / "run", strategy, case=case, steps=steps)
+    equivalence.assert_same_first_update(losses, reference_two_threads)
     assert json.loads((tmp_path / "run/launch.json").read_text())["rank_exit_codes"] == [0]
+    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
     assert log.header["run"]["strategy"] == strategy
     assert log.header["local_devices"] == 2 and log.header["world_size"] == 1
-    assert all(s["samples"] == 2 * 4 for s in log.steps)  # batch x devices
+    assert all(s["samples"] == 2 * equivalence.CASE["batch"] for s in log.steps)  # batch x devices
     info = log.header["framework"]["strategy"]
     assert info["name"] == "MirroredStrategy" and info["variant"] == strategy
     assert info["cross_device_ops"] == cross_device_ops and info["num_replicas_in_sync"] == 2
     assert [d.rsplit("/", 1)[1] for d in info["devices"]] == ["device:CPU:0", "device:CPU:1"]
     assert log.header["threads"] == 2 and log.header["framework"]["intra_op_threads"] == 2
-    assert losses(log)[:2] == pytest.approx(losses(single_run_two_threads)[:2], rel=1e-3, abs=1e-4)
-    assert all(math.isfinite(v) for v in losses(log))
 
 
-def test_parameter_server_coordinator_with_two_workers_reproduces_the_single_device_losses(tmp_path, single_run):
+def test_parameter_server_coordinator_with_two_workers_reproduces_the_single_device_losses(tmp_path, reference):
     """ParameterServerStrategy: the launcher starts one task; it starts 2 worker servers and 1
     parameter server and coordinates; only the coordinator writes a step log (samples = 2 x
     batch). The gradient sums on the parameter server of two identical batches, divided by the
     global batch, are the single-device gradient: a lost worker contribution, or workers
-    updating the variables on their own, would change the losses from the second step on."""
-    launch(tmp_path / "run", scale="1x2", strategy="parameter_server", steps=(1, 4))
+    updating the variables on their own, would change the first update."""
+    (losses,) = equivalence.multi_device("tensorflow", tmp_path / "run", "parameter_server")
+    equivalence.assert_equivalent(losses, reference)
     assert sorted(p.name for p in (tmp_path / "run").glob("rank*")) == ["rank0.steps.jsonl"]
     record = json.loads((tmp_path / "run/launch.json").read_text())
     assert record["rank_exit_codes"] == [0] and record["step_logs"] == 1
     log = ok_log(tmp_path / "run/rank0.steps.jsonl")
     assert log.header["run"]["strategy"] == "parameter_server" and log.header["local_devices"] == 2
-    assert all(s["samples"] == 2 * 4 for s in log.steps)
+    assert all(s["samples"] == 2 * equivalence.CASE["batch"] for s in log.steps)
     info = log.header["framework"]["strategy"]
     assert info["name"] == "ParameterServerStrategy" and info["synchronous"] is True
     assert info["workers"] == 2 and info["parameter_servers"] == 1 and info["global_batch"] == 8
     assert info["tf_config"]["task"] == {"type": "chief", "index": 0}
-    assert losses(log) == pytest.approx(losses(single_run)[:5], rel=1e-3, abs=1e-4)
     # the worker and PS servers ended with the run
     ports = [a.rsplit(":", 1)[1] for job in ("worker", "ps") for a in info["tf_config"]["cluster"][job]]
     assert not any(f"127.0.0.1:{p}" in _cmdlines() for p in ports)
@@ -341,7 +332,7 @@ def test_xla_compiled_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, single_run):
+def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, reference):
     """The multi-node layout of parameter_server, with two "nodes" on this host: two tasks
     started by hand as srun would (one per node; DLBENCH_NODES lists the node addresses).
     Task 0 coordinates and logs; task 1 serves its node's worker and parameter server and
@@ -353,11 +344,13 @@ def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, single_ru
         port = s.getsockname()[1]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    case, steps = equivalence.CASE, equivalence.STEPS
     args = [
-        "--framework", "tensorflow", "--model", "resnet50", "--precision", "fp32", "--data", "synthetic",
-        "--batch", "4", "--scale", "2x1", "--strategy", "parameter_server", "--repeat", "0",
-        "--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", "1", "--measured-steps", "2",
-        "--statistic", "mean", "--image-size", "32", "--threads", "1", "--time-limit", "400", "--progress-every", "0",
+        "--framework", "tensorflow", "--model", case["model"], "--precision", "fp32", "--data", "synthetic",
+        "--batch", str(case["batch"]), "--scale", "2x1", "--strategy", "parameter_server", "--repeat", "1",
+        "--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", str(steps[0]),
+        "--measured-steps", str(steps[1]), "--statistic", "mean", "--image-size", str(case["image_size"]),
+        "--threads", "1", "--time-limit", "400", "--progress-every", "0",
     ]  # fmt: skip
     procs = []
     for rank in (0, 1):
@@ -380,8 +373,8 @@ def test_parameter_server_across_two_nodes_started_like_srun(tmp_path, single_ru
     log = ok_log(run_dir / "rank0.steps.jsonl")
     info = log.header["framework"]["strategy"]
     assert info["workers"] == 2 and info["parameter_servers"] == 2
-    assert all(s["samples"] == 2 * 4 for s in log.steps)
-    assert losses(log) == pytest.approx(losses(single_run)[:3], rel=1e-3, abs=1e-4)
+    assert all(s["samples"] == 2 * case["batch"] for s in log.steps)
+    equivalence.assert_equivalent(losses(log), reference)
 
 
 # -- real data -----------------------------------------------------------------------------
