@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import environment, images, tables
-from dlbench.campaigns.campaign import manifest_bytes, measured_manifest
+from dlbench import environment, images
+from dlbench.analysis.derive import CAMPAIGN_FILE, TABLE_FILES, derive, flops_counts
 from dlbench.coords import CELL_FIELDS
 from dlbench.grid import Grid
 from dlbench.launch.container import lock_path
@@ -86,24 +86,16 @@ def manifest(runs: pd.DataFrame) -> dict:
     return {"cell_key": CELL_FIELDS, "cells": cells}
 
 
-def derived_tables(runs: pd.DataFrame, cells: pd.DataFrame, experiment: Grid, root: Path) -> dict[str, bytes]:
-    """The files the aggregate rule derives beside runs.csv and cells.csv, as bytes, by their
-    path relative to the tables' directory."""
-    return {
-        "cells.md": tables.markdown(cells, experiment.protocol).encode(),
-        "environment.json": environment.to_json(environment.table(runs, root)).encode(),
-        "../campaign.json": manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
-    }
-
-
 def audit(
     experiment: Grid,
+    config: dict,
     tables_dir: Path,
     root: Path = Path("."),
     images_dir: Path | None = None,
     flops_files: list[str | Path] = (),
-    **build_options,
 ) -> AuditResult:
+    """Check the stored tables under `tables_dir` (campaign.json beside it, as the pipeline
+    keeps it) against the one derivation from the raw logs below `root`."""
     result = AuditResult()
     stored_runs_path, stored_cells_path = tables_dir / "runs.csv", tables_dir / "cells.csv"
     for path in (stored_runs_path, stored_cells_path):
@@ -115,15 +107,14 @@ def audit(
     result.problems += changed_logs(stored_runs, root)
     headers = environment.read_headers(stored_runs, root)
     result.problems += image_problems(headers, images_dir or images.images_dir())
-    runs, cells = tables.build(experiment, root, **build_options)
-    for name, table, path in (("runs", runs, stored_runs_path), ("cells", cells, stored_cells_path)):
-        if tables.csv_bytes(table) != path.read_bytes():
-            result.problems.append(f"{path} differs from the table recomputed from the raw logs ({name})")
-    for name, content in derived_tables(runs, cells, experiment, root).items():
-        path = (tables_dir / name).resolve()
-        if path.exists() and path.read_bytes() != content:
+    derived = derive(experiment, config, root, flops_counts(flops_files))
+    stored = {name: tables_dir / name for name in TABLE_FILES} | {CAMPAIGN_FILE: tables_dir.parent / CAMPAIGN_FILE}
+    for name, content in derived.files.items():
+        path = stored[name].resolve()
+        required = name in ("runs.csv", "cells.csv")  # the others are checked where they were made
+        if (required or path.exists()) and path.read_bytes() != content:
             result.problems.append(f"{path} differs from the one recomputed from the raw logs")
-    result.manifest = manifest(runs)
+    result.manifest = manifest(derived.runs)
     result.manifest["flops_inputs"] = {str(p): sha256_file(p) for p in sorted(map(str, flops_files))}
     return result
 

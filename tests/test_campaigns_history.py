@@ -23,10 +23,12 @@ def test_a_planted_step_change_is_found_with_its_provenance(tmp_path):
     scaled_copy(tmp_path / "c1", tmp_path / "c4", coords, 0.852)
     for i, version in enumerate(["2.1", "2.1", "2.2", "2.2"], start=1):
         _dated(tmp_path / f"c{i}", f"2026-11-0{i}T10:00:00", version)
+    ids = {i: load(tmp_path / f"c{i}").id for i in (1, 2, 3, 4)}
+    assert len(set(ids.values())) == 4  # each made from its own raw logs
     found = history.detect([load(tmp_path / f"c{i}") for i in (3, 1, 4, 2)])  # any order: sorted by date
-    assert [c["id"] for c in found.campaigns] == ["c1", "c2", "c3", "c4"]
+    assert [c["id"] for c in found.campaigns] == [ids[1], ids[2], ids[3], ids[4]]
     assert len(found.changes) == 2  # one per cell, both at c2 → c3
-    assert set(found.changes["before"]) == {"c2"} and set(found.changes["after"]) == {"c3"}
+    assert set(found.changes["before"]) == {ids[2]} and set(found.changes["after"]) == {ids[3]}
     assert found.changes["ratio"].round(2).tolist() == [0.85, 0.85]
     assert "software.frameworks.pytorch: 2.1 → 2.2" in found.changes["provenance"].iloc[0]
 
@@ -56,5 +58,6 @@ def test_the_report_shows_the_history_of_earlier_campaigns_and_this_run(tmp_path
     config = {"references": {"history": [str(tmp_path / "c1"), str(tmp_path / "c2")]}}
     html = report.render_files(tables / "cells.csv", tables / "runs.csv", PROTOCOL, config, published_path=PUBLISHED)
     assert "History: this run after earlier campaigns" in html
-    assert "<td>c2 → c3</td><td>×0.70</td><td>software.frameworks.pytorch: 2.1 → 2.2</td>" in html
+    before, after = load(tmp_path / "c2").id, load(tmp_path / "c3").id
+    assert f"<td>{before} → {after}</td><td>×0.70</td><td>software.frameworks.pytorch: 2.1 → 2.2</td>" in html
     assert 'alt="throughput per campaign, per cell, with the change points"' in html

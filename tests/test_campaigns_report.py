@@ -6,10 +6,9 @@ import subprocess
 import sys
 import textwrap
 
-import pandas as pd
-
 from dlbench import audit
-from dlbench.campaigns.regenerate import OUTPUTS
+from dlbench.analysis.derive import derive, flops_counts, pipeline_paths
+from dlbench.campaigns.regenerate import OUTPUTS, output_paths
 from dlbench.grid import Grid
 from tests.conftest import REPO
 from tests.test_campaigns import PROTOCOL, PUBLISHED, STEADY, measured_campaign
@@ -37,15 +36,16 @@ def _regenerate(root, out, hash_seed):
         env=env,
         cwd=REPO,
     )
-    return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in OUTPUTS}
+    return {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in output_paths(out).items()}
 
 
 def test_report_and_every_table_regenerate_byte_for_byte(tmp_path):
     measured_campaign(tmp_path / "campaign", STEADY, scales=("1x1", "1x2"))
     first = _regenerate(tmp_path / "campaign", tmp_path / "out", 1)
-    html = (tmp_path / "out" / "index.html").read_text()
-    for name in OUTPUTS:
-        (tmp_path / "out" / name).unlink()
+    assert set(first) == set(OUTPUTS)
+    html = output_paths(tmp_path / "out")["index.html"].read_text()
+    for path in output_paths(tmp_path / "out").values():
+        path.unlink()
     assert _regenerate(tmp_path / "campaign", tmp_path / "out", 2) == first
     # The published campaign regenerated beside this run, and why this run's cells match none of it.
     assert 'id="campaigns"' in html and "seed000-nvidia_dgx_1_8x_tesla_p100" in html
@@ -59,15 +59,16 @@ def test_audit_recomputes_the_derived_tables_and_hashes_the_flops_inputs(tmp_pat
     coords = measured_campaign(tmp_path, STEADY)
     experiment = Grid(runs=coords, unavailable={}, protocol=PROTOCOL)
     tables_dir = tmp_path / "results" / "tables"
-    runs = pd.read_csv(tables_dir / "runs.csv", dtype={"batch": str})
-    cells = pd.read_csv(tables_dir / "cells.csv", dtype={"batch": str})
-    for name, content in audit.derived_tables(runs, cells, experiment, tmp_path).items():
-        (tables_dir / name).write_bytes(content)
     flops = tmp_path / "results" / "flops" / "resnet50.json"
     flops.parent.mkdir(parents=True)
     flops.write_text('{"model": "resnet50", "train_flops_per_sample": 1.0}\n')
-    result = audit.audit(experiment, tables_dir, tmp_path, flops_files=[flops])
+    derive(experiment, {}, tmp_path, flops_counts([flops])).write(pipeline_paths(tmp_path))
+    result = audit.audit(experiment, {}, tables_dir, tmp_path, flops_files=[flops])
     assert result.passed, result.problems
     assert result.manifest["flops_inputs"] == {str(flops): hashlib.sha256(flops.read_bytes()).hexdigest()}
+    # The FLOPs are part of what is recomputed: without them the cells lose their TFLOP/s.
+    assert any("cells.csv differs" in p for p in audit.audit(experiment, {}, tables_dir, tmp_path).problems)
     (tables_dir / "cells.md").write_text((tables_dir / "cells.md").read_text().replace("16.0", "17.0"))
-    assert any("cells.md differs" in p for p in audit.audit(experiment, tables_dir, tmp_path).problems)
+    problems = audit.audit(experiment, {}, tables_dir, tmp_path, flops_files=[flops]).problems
+    expected = f"{(tables_dir / 'cells.md').resolve()} differs from the one recomputed from the raw logs"
+    assert [p for p in problems if "differs" in p] == [expected]

@@ -1,8 +1,11 @@
 """The whole pipeline on a tiny grid: Snakemake → runs → tables → figures → report (the
 session's one run, tests/tiny_pipeline.py)."""
 
+import shutil
+
 import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import framework_python
 from tests.tiny_pipeline import snakemake
@@ -82,8 +85,6 @@ def test_audit_passes_on_fresh_results(finished):
 @pytest.fixture(scope="module")
 def archive(finished, tmp_path_factory):
     """Only the raw logs (and the config) of the finished grid, somewhere else."""
-    import shutil
-
     copy = tmp_path_factory.mktemp("archive")
     shutil.copytree(finished / "results/runs", copy / "results/runs")
     shutil.copytree(finished / "config", copy / "config")
@@ -108,3 +109,37 @@ def test_tampered_raw_log_fails_the_audit_naming_the_file(archive):
     assert result.returncode != 0
     relative = str(log.relative_to(archive))
     assert relative in (archive / "logs/audit.log").read_text()
+
+
+def pipeline_config(workdir) -> dict:
+    """The config the pipeline ran with: the default file, tiny.yaml over it (as Snakemake
+    merges --configfile), the schema's defaults filled."""
+    from snakemake.utils import update_config
+
+    from dlbench.config import fill_defaults
+
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    update_config(config, yaml.safe_load((workdir / "tiny.yaml").read_text()))
+    fill_defaults(config)
+    return config
+
+
+def test_regenerating_from_the_raw_logs_elsewhere_gives_the_pipelines_files_byte_for_byte(finished, tmp_path):
+    """The one derivation (dlbench.analysis.derive): the campaign regenerated in another
+    directory, from a copy of the raw logs and the pipeline's FLOPs counts, is the pipeline's
+    tables, campaign manifest and references byte for byte (its cells keep their TFLOP/s)."""
+    from dlbench import grid
+    from dlbench.analysis.derive import flops_counts
+    from dlbench.campaigns.regenerate import output_paths, regenerate
+
+    config = pipeline_config(finished)
+    flops = flops_counts(sorted((finished / "results/flops").glob("*.json")))
+    assert flops, "the pipeline counted FLOPs"
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(finished / "results/runs", elsewhere / "results/runs")
+    made = regenerate(grid.expand(config), elsewhere, tmp_path / "out", config, flops=flops)
+    pipeline = output_paths(finished)
+    for name in ("runs.csv", "cells.csv", "cells.md", "environment.json", "campaign.json", "references.csv"):
+        assert made[name].read_bytes() == pipeline[name].read_bytes(), name
+    cells = pd.read_csv(made["cells.csv"])
+    assert cells.loc[cells["status"] == "ok", "tflops"].gt(0).all()

@@ -129,12 +129,12 @@ def test_the_audit_recomputes_the_sanity_columns(tmp_path):
     tables_dir.mkdir()
     (tables_dir / "runs.csv").write_bytes(tables.csv_bytes(runs))
     (tables_dir / "cells.csv").write_bytes(tables.csv_bytes(cells))
-    assert audit.audit(experiment, tables_dir, tmp_path, images_dir=tmp_path).passed
+    assert audit.audit(experiment, {}, tables_dir, tmp_path, images_dir=tmp_path).passed
     # The tolerance is part of the protocol the audit recomputes with: another one, other tables.
     assert runs["sanity"].tolist() == ["pass", "suspect"]
     lenient = Grid(runs=[good, bad], unavailable={}, protocol=PROTOCOL | {"loss_tolerance": 1e5})
     assert tables.build(lenient, tmp_path)[0]["sanity"].tolist() == ["pass", "pass"]
-    assert not audit.audit(lenient, tables_dir, tmp_path, images_dir=tmp_path).passed
+    assert not audit.audit(lenient, {}, tables_dir, tmp_path, images_dir=tmp_path).passed
 
 
 def test_the_learning_rate_scales_with_the_global_batch_and_the_planting_factor(monkeypatch):

@@ -13,4 +13,7 @@ bash tools/install-chromium.sh
 if [ "$(id -u)" = 0 ]; then
     bash tools/slurm-local/up.sh || echo "[test] no local Slurm cluster: tests marked slurm will skip" >&2
 fi
-exec .venvs/analysis/bin/python -m pytest -ra "$@"
+# Two workers (pytest-xdist): tests/conftest.py groups the tests so that each module's fixtures
+# are made once and the Slurm tests run one at a time in one worker. The 25 slowest tests are
+# printed every run (docs/testing.md: the suite's time budget).
+exec .venvs/analysis/bin/python -m pytest -ra -n 2 --dist loadgroup --durations=25 "$@"

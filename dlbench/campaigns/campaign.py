@@ -11,7 +11,9 @@ On disk, a campaign is either
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +111,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
     summary = environment.summarize(runs, headers)
     return {
         "schema": SCHEMA,
-        "id": Path(root).resolve().name,
+        "id": campaign_id(runs, starts[-1] if starts else ""),
         "kind": "measured",
         "source": "dlbench pipeline runs",
         "date": starts[-1] if starts else "",
@@ -135,6 +137,16 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
             "nodes": sorted({text(h.get("node")) for h in headers} - {""}),
         },
     }
+
+
+def campaign_id(runs: pd.DataFrame, date: str) -> str:
+    """A measured campaign's id, made from what it holds: the runs' last start time and a digest
+    of its raw logs (their sha256, as runs.csv records them). The same logs give the same id in
+    any directory (it was the directory's name)."""
+    hashes = sorted(h for cell in runs.get("log_sha256", []) for h in text(cell).split(";") if h)
+    digest = hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:10]
+    stamp = re.sub(r"[^0-9T]", "", date)[:13] or "undated"
+    return f"{stamp}-{digest}"
 
 
 def _unique(values) -> str:

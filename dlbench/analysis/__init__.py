@@ -1,0 +1,2 @@
+"""Analysis: raw step logs → tables (the derivation the aggregate rule, the audit and campaign
+regeneration share)."""

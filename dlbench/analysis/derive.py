@@ -1,0 +1,66 @@
+"""The one derivation: raw step logs and FLOPs counts → runs.csv, cells.csv, cells.md,
+environment.json and campaign.json. The aggregate rule writes what it returns, the audit
+compares the stored files with it, and a campaign is regenerated through it, so the three
+cannot drift apart (issue #32: regenerate's cells had lost their TFLOP/s and MFU)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench import environment, tables
+from dlbench.campaigns.campaign import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
+from dlbench.config import schema_defaults
+from dlbench.grid import Grid
+
+TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json")
+CAMPAIGN_FILE = "campaign.json"
+FILES = (*TABLE_FILES, CAMPAIGN_FILE)
+
+
+def pipeline_paths(workdir: str | Path = ".") -> dict[str, Path]:
+    """Where the pipeline keeps each derived file under its working directory."""
+    tables_dir = Path(workdir) / PIPELINE_TABLES
+    return {**{name: tables_dir / name for name in TABLE_FILES}, CAMPAIGN_FILE: Path(workdir) / PIPELINE_MANIFEST}
+
+
+@dataclass(frozen=True)
+class Derived:
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+    files: dict[str, bytes]  # FILES → their bytes
+
+    def write(self, paths: dict[str, str | Path]) -> None:
+        """Write each file to its path (`paths`: FILES → path, e.g. pipeline_paths())."""
+        for name, content in self.files.items():
+            path = Path(paths[name])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+
+
+def flops_counts(paths) -> dict[str, float]:
+    """Training FLOPs per sample by model, from the FLOPs rule's files (results/flops/*.json)."""
+    counts = {}
+    for path in paths:
+        counted = json.loads(Path(path).read_text())
+        counts[counted["model"]] = counted["train_flops_per_sample"]
+    return counts
+
+
+def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[str, float] | None = None) -> Derived:
+    """Every derived file of the runs of `experiment` whose raw logs lie below `root`, with the
+    config's analysis settings (the schema's defaults where `config` has none)."""
+    analysis = {**schema_defaults("analysis"), **config.get("analysis", {})}
+    peak_tflops = {**schema_defaults("run"), **config.get("run", {})}["peak_tflops"]
+    runs, cells = tables.build(experiment, root, noisy_cv=analysis["noisy_cv"], flops=flops, peak_tflops=peak_tflops)
+    files = {
+        "runs.csv": tables.csv_bytes(runs),
+        "cells.csv": tables.csv_bytes(cells),
+        "cells.md": tables.markdown(cells, experiment.protocol).encode(),
+        "environment.json": environment.to_json(environment.table(runs, root)).encode(),
+        CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
+    }
+    return Derived(runs, cells, files)
