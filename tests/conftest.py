@@ -84,12 +84,14 @@ def tiny_pipeline(tmp_path_factory) -> Path:
     return tiny_pipeline.run(tmp_path_factory.mktemp("e2e"))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's `--dist loadgroup` (tools/test.sh runs two workers): a
     module's tests stay together (its module-scoped fixtures are made once), the tests that
     read the session's pipeline run share one worker (it is made once), and every test on the
     Slurm cluster runs in one worker, one at a time (one cluster; a test drains a node). The
     Slurm tests mostly wait on the scheduler, so the other worker computes meanwhile."""
+    grouped = bool(getattr(config.option, "loadgroup", False))  # set in xdist's workers
     for item in items:
         if item.get_closest_marker("slurm"):
             group = "slurm"
@@ -98,3 +100,15 @@ def pytest_collection_modifyitems(config, items):
         else:
             group = item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        if grouped:
+            _name_group(item, group)
+
+
+def _name_group(item, group: str) -> None:
+    """What pytest-xdist 3.8 does with an xdist_group mark, for pytest 9: its scheduler groups
+    tests by the suffix `@group` of their node ids, which xdist writes to `item._nodeid`, an
+    attribute pytest 9 no longer reads (its node id is `str(item._id)`), so every test was its
+    own unit and module fixtures were made once per worker (measured: the Slurm pipeline twice)."""
+    from _pytest.nodeid import coerce_node_id
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
