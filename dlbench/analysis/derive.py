@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import environment, tables
-from dlbench.campaigns.campaign import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
+from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
 from dlbench.config import schema_defaults
 from dlbench.grid import Grid
 
