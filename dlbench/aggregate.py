@@ -120,7 +120,13 @@ def _measurement(logs: list[StepLog], measured: list[list[dict]]) -> dict:
         image_size=header.get("image_size"),
         seq_len=header.get("seq_len"),
         trainable_params=header["framework"].get("trainable_params"),
+        python_env=python_env(header),
     )
+
+
+def python_env(header: dict) -> str:
+    """`site` where the ranks ran in a site's own Python (run.python), else `lock`."""
+    return "site" if (header.get("provenance") or {}).get("site_environment") else "lock"
 
 
 def runs_table(
@@ -174,6 +180,7 @@ def cells_table(
                 "ci95_low": ci_low,
                 "ci95_high": ci_high,
                 "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
+                "python_env": "site" if "site" in set(group.get("python_env", ())) else "lock",
                 **efficiency.cell_energy(group),
                 **_cell_sanity(group),
             }

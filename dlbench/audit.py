@@ -28,6 +28,7 @@ from dlbench.provenance import sha256_file
 class AuditResult:
     problems: list[str] = field(default_factory=list)
     manifest: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a reader must know, not a failure
 
     @property
     def passed(self) -> bool:
@@ -75,6 +76,18 @@ def image_problems(headers: list[dict], images_dir: Path) -> list[str]:
     return list(problems.values())
 
 
+def site_environment_notes(headers: list[dict]) -> list[str]:
+    """Frameworks that ran in a site's own Python (run.python): the logs hash its installed
+    distributions, but no lock in this repository rebuilds it."""
+    sites: dict[tuple[str, str], int] = {}
+    for header in headers:
+        site = (header.get("provenance") or {}).get("site_environment")
+        if site:
+            key = (header.get("run", {}).get("framework", "?"), environment.site_text(site))
+            sites[key] = sites.get(key, 0) + 1
+    return [f"{framework}: {what} ({n} rank logs)" for (framework, what), n in sorted(sites.items())]
+
+
 def manifest(runs: pd.DataFrame) -> dict:
     cells: dict[str, list[dict]] = {}
     for _, run in runs.iterrows():
@@ -107,6 +120,7 @@ def audit(
     result.problems += changed_logs(stored_runs, root)
     headers = environment.read_headers(stored_runs, root)
     result.problems += image_problems(headers, images_dir or images.images_dir())
+    result.notes += site_environment_notes(headers)
     derived = derive(experiment, config, root, flops_counts(flops_files))
     stored = {name: tables_dir / name for name in TABLE_FILES} | {CAMPAIGN_FILE: tables_dir.parent / CAMPAIGN_FILE}
     for name, content in derived.files.items():
@@ -123,4 +137,5 @@ def write(result: AuditResult, manifest_path: Path, verdict_path: Path) -> None:
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     manifest_path.write_text(json.dumps(result.manifest, indent=1, sort_keys=True) + "\n")
     verdict = "PASSED" if result.passed else "FAILED\n" + "\n".join(result.problems)
-    verdict_path.write_text(verdict + "\n")
+    notes = "".join(f"note: {note}\n" for note in result.notes)
+    verdict_path.write_text(verdict + "\n" + notes)

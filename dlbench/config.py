@@ -95,10 +95,27 @@ def checked_grid(config: dict):
     except jsonschema.ValidationError as error:
         # The schema check again, for its one short message (validating once when all is well).
         raise grid.ConfigError(schema_problem(config) or str(error)) from None
-    problem = paths.config_problem(config) or paths.source_problem(config)
+    problem = paths.config_problem(config) or paths.source_problem(config) or site_python_problem(config)
     if problem:
         raise grid.ConfigError(problem)
     return grid.expand(config)
+
+
+def site_python_problem(config: dict) -> str | None:
+    """None if every run.python entry names a known framework and an executable file, else
+    one message naming the key (checked before any job starts: a typo here would otherwise
+    fail every run of that framework)."""
+    from dlbench.runners import framework_names
+
+    known = framework_names()
+    for framework, python in config["run"]["python"].items():
+        if framework not in known:
+            return f"run.python.{framework}: unknown framework; known: {', '.join(known)}"
+        if not os.path.isfile(python):
+            return f"run.python.{framework}: {python} does not exist (or is not a file)"
+        if not os.access(python, os.X_OK):
+            return f"run.python.{framework}: {python} is not executable"
+    return None
 
 
 def config_file_problem(path: str) -> str | None:

@@ -131,6 +131,14 @@ class Deployment:
                 "Known gaps): use run.container: apptainer instead, which starts one container per rank"
             )
         self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
+        # run.python: frameworks whose ranks run in a site's own Python, not in .venvs/<env>.
+        self.site_pythons: dict[str, str] = dict(config["run"].get("python") or {})
+        if self.site_pythons and (apptainer or conda or self.runtime != "none"):
+            how = "--sdm apptainer" if apptainer else "--sdm conda" if conda else f"run.container: {self.runtime}"
+            raise DeploymentError(
+                f"run.python names site environments ({', '.join(self.site_pythons)}), which {how} "
+                "would not use: drop one of the two"
+            )
         # run.device picks each framework's environment (envs/<framework>-cuda.txt on CUDA).
         self.device = config["run"].get("device", "cpu")
         # Framework environments live with the code, shared by every working directory.
@@ -158,8 +166,22 @@ class Deployment:
     def venv_stamp(self, wildcards) -> str:
         return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), ENV_STAMP)
 
+    def venv_inputs(self, wildcards) -> list:
+        """The venv a job needs built first: none for a site environment (run.python)."""
+        return [] if wildcards.framework in self.site_pythons else [self.venv_stamp(wildcards)]
+
     def venv_python(self, wildcards) -> str:
-        return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
+        """The framework's Python: the site's (run.python), else its venv's."""
+        site = self.site_pythons.get(wildcards.framework)
+        return site or os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
+
+    def flops_python(self) -> str:
+        """The Python that counts a model's FLOPs (PyTorch's FlopCounterMode, on the CPU): the
+        site's PyTorch where run.python names one, else the CPU venv's."""
+        return self.site_pythons.get("pytorch") or os.path.join(self.venvs, "pytorch", "bin", "python")
+
+    def flops_inputs(self, wildcards=None) -> list:
+        return [] if "pytorch" in self.site_pythons else [os.path.join(self.venvs, "pytorch", ENV_STAMP)]
 
     # ---- the framework's image (--sdm apptainer) ----
 
@@ -205,7 +227,9 @@ class Deployment:
             return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
         if self.apptainer:
             return self.image_inputs(wildcards)
-        return [] if self.venv_built(wildcards) else [self.venv_stamp(wildcards)]
+        if wildcards.framework in self.site_pythons or self.venv_built(wildcards):
+            return []
+        return [self.venv_stamp(wildcards)]
 
     # ---- the training command ----
 
@@ -221,8 +245,11 @@ class Deployment:
     def pythonpath(self, wildcards) -> str:
         return containers.IMAGE_CODE_DIR if self.apptainer else self.repo
 
-    def env_lock(self, wildcards) -> str:
-        """The env lock to hash into the header: the image's copy inside a container."""
+    def env_lock(self, wildcards) -> str | None:
+        """The env lock to hash into the header: the image's copy inside a container; none
+        for a site environment (its header lists its distributions instead)."""
+        if wildcards.framework in self.site_pythons:
+            return None
         if self.runtime != "none":
             return os.path.join(IMAGE_CODE_DIR, "envs", f"{image_name(wildcards.framework, self.device)}.txt")
         return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework, self.device)}.txt")
@@ -277,6 +304,7 @@ class Deployment:
             progress_every=run["progress_every"],
             memory_cap_mb=run["memory_cap_mb"],
             env_lock=self.env_lock(wildcards),
+            python_env="site" if wildcards.framework in self.site_pythons else "lock",
             launcher=run["launcher"],
             data_dir=self.data_dir(wildcards) if real else "",
             data_workers=self.data_workers(wildcards) if real else 1,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench import labels
 from dlbench.coords import Scale
 from dlbench.labels import text
 from dlbench.stats import finite
@@ -92,6 +93,15 @@ def _container(provenance: dict) -> str:
     return f"{path} sha256 {_short_sha(container['sha256'])}" if container.get("sha256") else str(path)
 
 
+def site_text(site: dict) -> str:
+    """A site environment as the tables name it (run.python): its interpreter and the sha256
+    of its installed distributions, which stands in for a lock."""
+    return (
+        f"{labels.SITE_ENV_TEXT}: {site.get('python')} "
+        f"({len(site.get('distributions') or ())} distributions, sha256 {_short_sha(site.get('distributions_sha256'))})"
+    )
+
+
 def _software(headers: list[dict]) -> list[dict]:
     by_fw: dict[str, list[dict]] = {}
     for h in headers:
@@ -103,7 +113,7 @@ def _software(headers: list[dict]) -> list[dict]:
             f"{p.get('env_lock') or 'lock'} sha256 {_short_sha(p.get('env_lock_sha256'))}"
             for p in prov
             if p.get("env_lock_sha256")
-        )
+        ) | dict.fromkeys(site_text(p["site_environment"]) for p in prov if p.get("site_environment"))
         software.append(
             {
                 "framework": fw,

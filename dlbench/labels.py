@@ -43,6 +43,9 @@ SANITY_MEANING = (
     "(plus the protocol's tolerance); on synthetic data the loss changes. A SUSPECT cell keeps "
     "its throughput, marked, with the reason below"
 )
+# run.python: a framework's Python came from the site, not from our lock (provenance.site_environment).
+SITE_ENV_MARK = "†"
+SITE_ENV_TEXT = "site environment, not lock-pinned"
 # Multi-device strategies are described by the frameworks' capabilities (strategy_text).
 SINGLE_DEVICE_TEXT = "one process, no communication"
 DATA_TEXT = {

@@ -334,8 +334,25 @@ def git_state() -> dict:
 # ------------------------------------------------------------------ all of it
 
 
-def collect(env_lock: str | None = None) -> dict:
-    """What this process runs on; cheap enough to call once per rank."""
+def site_environment() -> dict:
+    """A site's own Python (run.python): its interpreter and the sha256 of its installed
+    distributions (sorted `name==version` lines), which stand in for the lock it does not have."""
+    from importlib import metadata
+
+    found = {f"{(d.metadata['Name'] or '?').lower()}=={d.version}" for d in metadata.distributions()}
+    listing = "\n".join(sorted(found)) + "\n"
+    return {
+        "kind": "site",
+        "python": sys.executable,
+        "prefix": sys.prefix,
+        "distributions_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+        "distributions": sorted(found),
+    }
+
+
+def collect(env_lock: str | None = None, site: bool = False) -> dict:
+    """What this process runs on; cheap enough to call once per rank. `site`: the ranks run
+    in a site's own Python, with no lock (recorded as `site_environment`)."""
     lock = Path(env_lock) if env_lock else None
     container = container_info()
     return {
@@ -357,6 +374,7 @@ def collect(env_lock: str | None = None) -> dict:
         "slurm": slurm_info(),
         "env_lock": lock.name if lock else None,
         "env_lock_sha256": sha256_file(lock) if lock and lock.exists() else None,
+        "site_environment": site_environment() if site else None,
         "container_image": container["path"] if container else None,
         "container": container,
         "git": git_state(),

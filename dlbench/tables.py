@@ -58,6 +58,8 @@ def cell_text(cell: pd.Series) -> str:
         text += " ~"
     if cell.get("sanity") == sanity.SUSPECT:
         text += " " + labels.SANITY_TEXT[sanity.SUSPECT]
+    if cell.get("python_env") == "site":
+        text += " " + labels.SITE_ENV_MARK
     return text
 
 
@@ -107,6 +109,8 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
         "produced a number; ~ = noisy, CV above threshold; SUSPECT = failed the sanity check, below).",
         "",
     ]
+    if "python_env" in cells and (cells["python_env"] == "site").any():
+        lines += [f"{labels.SITE_ENV_MARK} = {labels.SITE_ENV_TEXT} (run.python; environment.json lists it).", ""]
     for title, table in pivot(cells):
         lines += [f"## {title}", "", table.to_markdown(), ""]
     data = real_vs_synthetic(cells)

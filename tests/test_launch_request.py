@@ -34,6 +34,7 @@ EVERY_OPTION = {
     "data_workers": 3,
     "container": "podman",
     "images": "/images",
+    "python_env": "site",
 }
 
 

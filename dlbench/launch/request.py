@@ -18,6 +18,8 @@ TIME_LIMIT_GRACE_S = 120
 LAUNCHER_NAMES = ("local", "srun")
 # run.container: where each rank runs (dlbench/launch/container.py).
 CONTAINER_NAMES = ("none", "podman", "apptainer")
+# Where the ranks' Python comes from (run.python names a site's: docs/site-environments.md).
+PYTHON_ENVS = ("lock", "site")
 
 
 def registrar(registry: dict, names: tuple[str, ...], what: str):
@@ -56,6 +58,9 @@ class LaunchRequest:
     progress_every: int = _option(10)
     memory_cap_mb: int = _option(0, "address-space cap per rank (CPU OOM); 0 = none")
     env_lock: str | None = _option(None, "the environment's lock file (hashed into the header)")
+    python_env: str = _option(
+        "lock", "lock: a venv built from env_lock; site: the site's own Python (run.python)", choices=PYTHON_ENVS
+    )
     launcher: str = _option("local", choices=LAUNCHER_NAMES)
     data_dir: str = _option("", "real data: the framework's converted dataset")
     data_workers: int = _option(1, "real data: input-pipeline workers per rank")

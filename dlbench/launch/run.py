@@ -69,7 +69,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
         str(log_path),
         progress_every=request.progress_every,
         time_limit_s=request.time_limit,
-        provenance=provenance.collect(request.env_lock),
+        provenance=provenance.collect(request.env_lock, site=request.python_env == "site"),
         memory_cap_mb=request.memory_cap_mb,
     )
     return 1 if status == LOG_NOT_WRITTEN else 0

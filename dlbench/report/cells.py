@@ -118,6 +118,8 @@ def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
             hover.append(f"{cell['tflops']:.3g} TFLOP/s")
         if finite(cell.get("mfu")):
             hover.append(f"MFU {cell['mfu']:.1%} of {cell.get('peak_basis', '')}")
+        if cell.get("python_env") == "site":
+            hover.append(labels.SITE_ENV_TEXT)
         if labels.text(cell.get("energy_note")):
             hover.append(f"energy {cell['energy_note']}")
     return " · ".join(hover)

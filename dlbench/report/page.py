@@ -93,10 +93,15 @@ def render(
         statuses=sorted(set(cells["status"]) - {"ok"}, key=_status_order) if not cells.empty else [],
         status_meaning=labels.STATUS_MEANING,
         sanity_meaning=labels.SANITY_MEANING,
+        site_env=(labels.SITE_ENV_MARK, labels.SITE_ENV_TEXT) if _site_cells(cells) else None,
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=figs.colour,
         campaigns=campaigns,
     )
+
+
+def _site_cells(cells: pd.DataFrame) -> bool:
+    return "python_env" in cells and bool((cells["python_env"] == "site").any())
 
 
 def render_files(

@@ -4,7 +4,7 @@
 
 rule model_flops:
     input:
-        env=lambda wildcards: os.path.join(VENVS, "pytorch", ".dlbench-env"),
+        DEPLOY.flops_inputs,
     output:
         "results/flops/{model}.json",
     log:
@@ -13,7 +13,7 @@ rule model_flops:
     conda:
         "../../envs/pytorch.yaml"
     params:
-        python=os.path.join(VENVS, "pytorch", "bin", "python"),
+        python=DEPLOY.flops_python(),
         repo=REPO,
         image_size=config["run"]["image_size"],
         seq_len=config["run"]["seq_len"],

@@ -31,7 +31,7 @@ MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}
 ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
 # Input and params functions whose answer depends on the deployment (dlbench/deployment.py).
-framework_env, framework_python = DEPLOY.venv_stamp, DEPLOY.venv_python
+framework_env, framework_python = DEPLOY.venv_inputs, DEPLOY.venv_python
 
 
 wildcard_constraints:
