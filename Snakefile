@@ -26,7 +26,9 @@ configfile: DEFAULT_CONFIGFILE
 
 
 # Snakemake's lock message does not say who holds the directory: say it first.
-if not workflow.remote_exec and (HOLDER := workdir_owner.holder()):
+if not (workflow.remote_exec or workflow.subprocess_exec) and (
+    HOLDER := workdir_owner.holder()
+):
     print(HOLDER, file=sys.stderr)
 
 

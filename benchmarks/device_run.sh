@@ -32,8 +32,8 @@ protocol: {warmup_steps: 1, measured_steps: 3, repeats: 2}"
 else
     torch_python=$(command -v python3) jax_python=$(command -v python3) snakemake_python=$(command -v python3)
     overrides=""
-    check_args=(--batch 128 --warmup 10 --steps 30 --rounds 5)
-    pipeline_s=${PIPELINE_S:-330} check_s=${CHECK_S:-150}
+    check_args=(--batch 128 --warmup 8 --steps 25 --rounds 4)
+    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100}
 fi
 
 stage "the machine"
@@ -57,11 +57,14 @@ except Exception as error:
 EOF
 
 stage "Snakemake and its needs, carried as wheels (benchmarks/device/wheels.txt)"
-if [ "$mode" != --cpu ] && compgen -G ".whl/*.whl" >/dev/null; then
+snakemake_python=${SNAKEMAKE_PYTHON:-$snakemake_python}
+if ! "$snakemake_python" -c "import snakemake" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
     "$snakemake_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target "$work/site" .whl/*.whl && export PYTHONPATH="$work/site"
     "$snakemake_python" -m pip check | grep -v "requires pulp" || true  # pulp is left out (wheels.txt)
 fi
+# The workflow and its scripts import dlbench from this checkout (a venv has it on a .pth).
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$repo"
 "$snakemake_python" -m snakemake --version || echo "snakemake: not importable"
 
 stage "the pipeline: config/grids/gpu_single.yaml in the site's Python ($torch_python)"
@@ -86,8 +89,13 @@ flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_f
 timeout -k 10 "$check_s" "$torch_python" benchmarks/gpu_check.py "${check_args[@]}" \
     --precisions fp32 amp --compile off --flops-per-sample "$flops" 2>&1 | tee "$OUT/gpu_check.txt"
 
-stage "the archive: raw step logs, tables, figures, report"
-tar -C "$work/pipeline" -czf "$OUT/gpu_campaign.tar.gz" \
-    $(cd "$work/pipeline" && ls -d results logs .snakemake/log 2>/dev/null) || echo "tar: nothing to pack"
+stage "the archive: raw step logs, tables, figures, report, and the config files in merge order"
+mkdir -p "$work/configs"
+cp config/config.yaml "$work/configs/1-config.yaml"
+cp config/grids/gpu_single.yaml "$work/configs/2-gpu_single.yaml"
+cp "$work/site.yaml" "$work/configs/3-site.yaml"
+cp "$work/overrides.yaml" "$work/configs/4-overrides.yaml"
+tar -C "$work" -czf "$OUT/gpu_campaign.tar.gz" configs \
+    $(cd "$work" && ls -d pipeline/results pipeline/logs pipeline/.snakemake/log 2>/dev/null) || echo "tar: failed"
 ls -la "$OUT"
 stage "done"

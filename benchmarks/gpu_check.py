@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,6 +127,8 @@ def bare_block(runner, args) -> float:
 
 def ratio_text(reference: list[float], candidate: list[float]) -> str:
     ratios = [c / r for r, c in zip(reference, candidate, strict=True)]
+    if len(ratios) < 2:  # no interval from one round
+        return f"{ratios[0]:.3f} (n=1)"
     try:
         from dlbench import stats
 
@@ -203,10 +206,18 @@ def main(argv=None) -> int:
     python = reexec_in_project_env(args.device)
     torch = require_device(args.device)
     print(f"gpu_check: {python}; torch {torch.__version__}, CUDA {torch.version.cuda}, device {args.device}")
+    failed = []
     for precision in args.precisions:
         for compiled in args.compile:
-            check(args, precision, compiled == "on")
-    return 0
+            try:
+                check(args, precision, compiled == "on")
+            except Exception as exc:  # one configuration's failure (e.g. no C compiler for Triton) spares the rest
+                failed.append(f"{precision} compile={compiled}")
+                print(f"\n== {failed[-1]}: failed: {type(exc).__name__}: {exc}", flush=True)
+                traceback.print_exc()
+    if failed:
+        print(f"gpu_check: failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -6,15 +6,21 @@ runs' own), seeded bootstraps, sorted keys, a campaign id made from the raw logs
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+
+import yaml
 
 from dlbench import references, report, tables
 from dlbench.analysis.derive import FILES, derive, flops_counts, pipeline_paths
-from dlbench.config import REPO, schema_defaults
+from dlbench.config import REPO, checked_grid, schema_defaults
 from dlbench.grid import Grid
 
 OUTPUTS = (*FILES, "references.csv", "index.html")
 FLOPS_DIR = Path("results/flops")
+# A committed measured campaign (campaigns/<name>/, docs/campaigns.md) keeps the config files
+# its pipeline ran with here, merged in name order as Snakemake merges --configfile files.
+CONFIG_DIR = Path("config")
 
 
 def output_paths(out: str | Path) -> dict[str, Path]:
@@ -51,7 +57,40 @@ def regenerate(
         paths["references.csv"],
         paths["environment.json"],
         published_path=published,
+        shown_from=out,
     )
     paths["index.html"].parent.mkdir(parents=True, exist_ok=True)
     paths["index.html"].write_text(html, encoding="utf-8")
     return paths
+
+
+def campaign_config(campaign: str | Path) -> dict:
+    """The config a committed campaign's pipeline ran with: its config/*.yaml, merged in order.
+    run.python named interpreters on the machine that ran; deriving needs none of them."""
+    from snakemake.utils import update_config  # the merge Snakemake applies to --configfile
+
+    files = sorted((Path(campaign) / CONFIG_DIR).glob("*.yaml"))
+    if not files:
+        raise FileNotFoundError(f"{Path(campaign) / CONFIG_DIR}: no *.yaml (the campaign's config files)")
+    config: dict = {}
+    for path in files:
+        update_config(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    config.get("run", {}).pop("python", None)
+    return config
+
+
+def regenerate_campaign(campaign: str | Path, out: str | Path) -> dict[str, Path]:
+    """A committed campaign's tables, manifest and report, made again under `out` from its raw logs."""
+    config = campaign_config(campaign)
+    return regenerate(checked_grid(config), campaign, out, config)
+
+
+def check_campaign(campaign: str | Path) -> list[str]:
+    """The committed files that differ from (or are missing beside) a fresh regeneration."""
+    with tempfile.TemporaryDirectory() as out:
+        made, committed = regenerate_campaign(campaign, out), output_paths(campaign)
+        return [
+            f"{committed[name]}: {'missing' if not committed[name].exists() else 'differs from its regeneration'}"
+            for name in OUTPUTS
+            if not committed[name].exists() or committed[name].read_bytes() != made[name].read_bytes()
+        ]

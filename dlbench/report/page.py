@@ -112,9 +112,15 @@ def render_files(
     references_path: str | Path | None = None,
     environment_path: str | Path | None = None,
     published_path: str | Path | None = None,
+    shown_from: str | Path | None = None,
 ) -> str:
     """The report from the table files, as the pipeline writes them (references.csv and
-    environment.json optional)."""
+    environment.json optional). `shown_from`: the page names the files relative to this
+    directory (the pipeline's working directory), so that it does not depend on where it was made."""
+
+    def shown(path) -> str:
+        return str(Path(path).relative_to(shown_from)) if shown_from else str(path)
+
     cells = pd.read_csv(cells_path, dtype={"batch": str})
     runs = pd.read_csv(runs_path, dtype={"batch": str})
     references = None
@@ -123,7 +129,7 @@ def render_files(
     environment = None
     if environment_path is not None and Path(environment_path).exists():
         environment = environments.read(environment_path)
-    sources = {"cells": str(cells_path), "cells_sha256": sha256_file(cells_path), "runs": str(runs_path)}
+    sources = {"cells": shown(cells_path), "cells_sha256": sha256_file(cells_path), "runs": shown(runs_path)}
     return render(
         cells,
         runs,
@@ -131,7 +137,7 @@ def render_files(
         config,
         environment=environment,
         references=references,
-        sources={**sources, "environment": str(environment_path) if environment is not None else ""},
+        sources={**sources, "environment": shown(environment_path) if environment is not None else ""},
         campaigns=campaigns_section(
             cells,
             runs,

@@ -14,7 +14,8 @@ PYTHON = framework_python("jax")
 needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the jax environment is not built")
 
 
-def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, size=32, precision="fp32", steps=(2, 6)):
+def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, size=32, precision="fp32", steps=(2, 6),
+           env=None):  # fmt: skip
     cmd = [
         str(PYTHON), "-m", "dlbench.launch",
         "--framework", "jax", "--model", model, "--precision", precision, "--data", "synthetic",
@@ -24,7 +25,7 @@ def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, s
         "--image-size", str(size), "--threads", "2", "--time-limit", "500",
         "--env-lock", str(REPO / "envs/jax.txt"),
     ]  # fmt: skip
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -55,6 +56,7 @@ def test_single_device_run_trains_and_writes_a_valid_log(single_run):
     header = log.header["framework"]
     assert header["trainable_params"] == 61_100_840  # torchvision's AlexNet
     assert header["backend"] == "cpu" and header["compute_dtype"] == "float32"
+    assert header["step_compile"]["persistent_cache"] == "off" and header["step_compile"]["seconds"] > 0
     assert len(log.header["provenance"]["env_lock_sha256"]) == 64
     losses = [s["loss"] for s in log.steps]
     assert sum(losses[-4:]) < sum(losses[:4])  # a fixed batch is learnt (measured: 24.5 -> 22.3)
@@ -84,6 +86,25 @@ def test_sharded_drives_two_devices_from_one_process_in_bfloat16(tmp_path):
     assert log.header["framework"]["devices"] == ["cpu:0", "cpu:1"]
     assert log.header["framework"]["compute_dtype"] == "bfloat16"
     assert {s["samples"] for s in log.steps} == {4}  # batch 2 on each of 2 devices
+
+
+@needs_env
+def test_a_second_process_takes_the_step_from_the_persistent_compilation_cache(tmp_path):
+    """JAX_COMPILATION_CACHE_DIR set by the caller: the first run compiles and writes the step,
+    the next (a cell's next repeat) reads it, says so in its header and trains the same."""
+    # Every compile written, however fast this machine compiles (the default floor is 1 s).
+    env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    headers, losses = [], []
+    for run in ("first", "second"):
+        result = launch(tmp_path / run, model="alexnet", size=64, batch=2, steps=(0, 2), env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        log = read_steplog(tmp_path / run / "rank0.steps.jsonl")
+        assert log.valid and log.status == "ok", (log.problems, log.footer)
+        headers.append(log.header["framework"]["step_compile"])
+        losses.append([s["loss"] for s in log.steps])
+    assert [h["persistent_cache"] for h in headers] == ["miss", "hit"]
+    assert headers[1]["cache_dir"] == env["JAX_COMPILATION_CACHE_DIR"]
+    assert losses[0] == losses[1]
 
 
 @needs_env

@@ -88,7 +88,8 @@ class Runner(BaseRunner):
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
         self.images = jax.make_array_from_process_local_data(data, images)
         self.labels = jax.make_array_from_process_local_data(data, labels)
-        self.step_fn = train.train_step(model, optimizer, spec.seed)
+        step = train.train_step(model, optimizer, spec.seed, replicated)
+        self.step_fn, self.compile_record = train.compile_step(step, self.state, self.images, self.labels)
         self._last = None
 
     def step(self, batch=None):
@@ -130,4 +131,5 @@ class Runner(BaseRunner):
             "memory_format": "NHWC",
             "compute_dtype": self.jax.numpy.dtype(self.dtype).name,
             "implementation": "Flax linen model, jax.jit train step with the state donated, optax SGD momentum",
+            "step_compile": getattr(self, "compile_record", None),
         }

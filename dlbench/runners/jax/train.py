@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +28,7 @@ def initial_state(model, size: int, seed: int, sharding, learning_rate: float):
     return jax.jit(init, out_shardings=sharding)(), optimizer
 
 
-def train_step(model, optimizer, seed: int):
+def train_step(model, optimizer, seed: int, replicated):
     """step(state, images, labels) -> (state, loss), jitted, the state's buffers donated.
     Dropout draws its mask from the step count (the same sequence in every process)."""
     dropout_key = jax.random.key(seed + 2)
@@ -49,7 +51,36 @@ def train_step(model, optimizer, seed: int):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), batch_stats, opt_state, count + 1), loss
 
-    return jax.jit(step, donate_argnums=(0,))
+    # Outputs pinned replicated: the next step's input state has the sharding the step was
+    # compiled for (an ahead-of-time executable refuses any other; compile_step below).
+    return jax.jit(step, donate_argnums=(0,), out_shardings=replicated)
+
+
+# jax.monitoring's event for an executable read from the persistent cache (jax/_src/compiler.py).
+CACHE_HIT = "/jax/compilation_cache/cache_hits"
+
+
+def compile_step(step, state, images, labels):
+    """The step's executable, compiled ahead of the first step so that no timed step holds
+    the compile (not even with no warm-up), and a record of it: seconds, and whether JAX's
+    persistent cache (JAX_COMPILATION_CACHE_DIR) served it ("off": no cache directory)."""
+    events = []
+
+    def listen(event, **kwargs):
+        events.append(event)
+
+    jax.monitoring.register_event_listener(listen)
+    start = time.perf_counter()
+    try:
+        compiled = step.lower(state, images, labels).compile()
+    finally:
+        jax.monitoring.unregister_event_listener(listen)
+    cache_dir = jax.config.jax_compilation_cache_dir
+    return compiled, {
+        "seconds": round(time.perf_counter() - start, 3),
+        "persistent_cache": "off" if not cache_dir else "hit" if CACHE_HIT in events else "miss",
+        "cache_dir": cache_dir,
+    }
 
 
 def synthetic_batch(batch: int, size: int, seed: int, classes: int):

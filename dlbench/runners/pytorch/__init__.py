@@ -63,12 +63,12 @@ class Runner(BaseRunner):
         self.model = model.train()
         self.real_data = spec.coords.data == "real"
         self.dali = False
-        self._optimizer()
-        self._inputs(torch.Generator().manual_seed(spec.seed))
         amp = spec.coords.precision == "amp"
         on_cuda = self.device.type == "cuda"
         self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
+        self._optimizer()
+        self._inputs(torch.Generator().manual_seed(spec.seed))
         # On CUDA, steps are timed by events and the queue drained at the window's ends only
         # (docs/gpu.md); benchmarks/gpu_check.py sets it False to measure per-step sync's cost.
         self.window_sync = on_cuda
@@ -97,8 +97,9 @@ class Runner(BaseRunner):
         self.optimizer = self.strategy.wrap_optimizer(optimizer, self.model)
         self.optimizer_step = self.optimizer.step
         # Inductor fuses the foreach update into one kernel; a strategy's own optimizer
-        # (Horovod's, with its allreduce hooks) stays eager.
-        self.compiled_optimizer = self.spec.compile and self.optimizer is optimizer
+        # (Horovod's, with its allreduce hooks) stays eager, and so does the step that fp16's
+        # GradScaler calls (scaler.step runs the optimizer's own, uncompiled, step).
+        self.compiled_optimizer = self.spec.compile and self.optimizer is optimizer and self.scaler is None
         if self.compiled_optimizer:
             self.optimizer_step = torch.compile(self.optimizer.step, dynamic=False)
 
@@ -189,6 +190,8 @@ class Runner(BaseRunner):
 
     def describe(self) -> dict:
         torch = self.torch
+        # AMP's autocast dtype (fp16 + GradScaler on CUDA, bf16 on the CPU), named as JAX's header does.
+        compute_dtype = getattr(self, "autocast_dtype", None) or torch.float32
         info = {
             "version": torch.__version__,
             "cuda": torch.version.cuda,
@@ -197,6 +200,7 @@ class Runner(BaseRunner):
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
             "memory_format": None if self.is_text else "channels_last",
+            "compute_dtype": str(compute_dtype).removeprefix("torch."),
             "torch_compile": self._compiled(),
         }
         if getattr(self, "real_data", False):

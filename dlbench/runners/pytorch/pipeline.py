@@ -14,7 +14,10 @@ def use_dali(device: str) -> bool:
     did), unless DLBENCH_DALI=0; the header's input_pipeline says which ran."""
     if device != "cuda" or os.environ.get("DLBENCH_DALI", "1") == "0":
         return False
-    return importlib.util.find_spec("nvidia.dali") is not None
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except ModuleNotFoundError:  # no `nvidia` package at all (a torch built on a system CUDA)
+        return False
 
 
 def _sampler(spec, dataset):
