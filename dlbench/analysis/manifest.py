@@ -32,6 +32,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
     first = headers[0] if headers else {}
     first = first if first.get("protocol") else {**first, "protocol": protocol or {}}
     provenance = [h.get("provenance") or {} for h in headers]
+    sites = [p["site_environment"] for p in provenance if p.get("site_environment")]
     starts = sorted(text(h.get("start_time")) for h in headers if h.get("start_time"))
     summary = environment.summarize(runs, headers)
     return {
@@ -48,6 +49,10 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
         "software": {
             "frameworks": {s["framework"]: s["version"] for s in summary["software"]},
             "env_locks": sorted({text(p.get("env_lock_sha256")) for p in provenance} - {""}),
+            # run.python: a site's own Python stands in for a lock, named by its distributions' hash.
+            "site_environments": sorted(
+                {f"{s.get('python')} distributions sha256 {s.get('distributions_sha256')}" for s in sites}
+            ),
             "containers": sorted({text((p.get("container") or {}).get("digest")) for p in provenance} - {""}),
             "python": _unique(h.get("python") for h in headers),
             "dlbench_git": _unique(((p.get("git") or {}).get("commit")) for p in provenance),

@@ -1,0 +1,57 @@
+"""The measured campaigns committed under campaigns/ (docs/campaigns.md): each regenerates byte
+for byte from its raw logs, and the GPU one (benchmarks/device_run.sh on a lent H100) holds what
+a CUDA run must record (docs/gpu.md)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dlbench import labels
+from dlbench.campaigns.regenerate import check_campaign
+from tests.conftest import REPO
+
+CAMPAIGNS = sorted(p.parent for p in (REPO / "campaigns").glob("*/config"))
+GPU = REPO / "campaigns" / "h100-resnet50-2026-11-26"
+
+
+def test_there_is_a_committed_gpu_campaign():
+    assert GPU in CAMPAIGNS
+
+
+@pytest.mark.parametrize("campaign", CAMPAIGNS, ids=[p.name for p in CAMPAIGNS])
+def test_a_committed_campaign_regenerates_byte_for_byte(campaign):
+    assert check_campaign(campaign) == []
+
+
+def rank_logs(campaign: Path) -> list[tuple[dict, dict]]:
+    """(header, footer) of every rank log."""
+    logs = []
+    for path in sorted((campaign / "results" / "runs").rglob("rank*.steps.jsonl")):
+        lines = path.read_text().splitlines()
+        logs.append((json.loads(lines[0]), json.loads(lines[-1])))
+    return logs
+
+
+def test_the_gpu_runs_record_their_clock_their_energy_and_the_gpu():
+    logs = rank_logs(GPU)
+    assert len(logs) == 12  # PyTorch and JAX x fp32/AMP x 3 repeats
+    for header, footer in logs:
+        assert header["device"] == "cuda" and "H100" in header["framework"]["device_name"]
+        assert header["provenance"]["site_environment"]["distributions_sha256"]
+        energy = footer["energy"]
+        assert footer["status"] == "ok" and energy["measured"] and not energy["too_short"]
+        assert energy["joules"] > 0 and "H100" in energy["devices"][0]["name"]
+        if header["run"]["framework"] == "pytorch":  # CUDA events, the queue drained at the window's ends
+            assert header["sync"] == "window" and "torch.cuda.Event" in header["clock"]
+
+
+def test_the_gpu_cells_carry_energy_mfu_with_its_peak_and_the_site_mark():
+    cells = pd.read_csv(GPU / "results" / "tables" / "cells.csv")
+    assert len(cells) == 4 and (cells["status"] == "ok").all()
+    assert cells["joules_per_sample"].between(0.01, 10).all() and cells["avg_power_w"].between(50, 1000).all()
+    assert cells["mfu"].between(0.01, 1).all() and cells["peak_basis"].str.contains("H100").all()
+    assert (cells["python_env"] == "site").all()
+    table = (GPU / "results" / "tables" / "cells.md").read_text()
+    assert f"{labels.SITE_ENV_MARK} = {labels.SITE_ENV_TEXT}" in table
