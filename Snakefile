@@ -8,8 +8,9 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from dlbench import config as dlbench_config
-from dlbench import planning, workdir_owner
+from dlbench.planning import config as dlbench_config
+from dlbench.planning import dag as planning
+from dlbench.planning import workdir_owner
 
 # No garbage collection while the grid is planned; it resumes when the run starts (planning.py).
 planning.pause_collection()

@@ -3,7 +3,7 @@
     .venvs/analysis/bin/python benchmarks/aggregation_cost.py [--runs 10000] [--steps 120]
 
 Writes N synthetic raw logs with the real writer (in a temporary directory), then times
-`dlbench.tables.build` (parse + validate every log, hash it, per-run throughput, per-cell
+`dlbench.analysis.tables.build` (parse + validate every log, hash it, per-run throughput, per-cell
 statistics with bootstrap CIs, speedup) — what the aggregate rule does. Target: ≤ 10 s for
 10 000 logs of 120 steps on 2 cores.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dlbench import tables  # noqa: E402
+from dlbench.analysis import tables  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
-from dlbench.grid import Grid  # noqa: E402
+from dlbench.planning.grid import Grid  # noqa: E402
 from dlbench.steplog import StepLogWriter, rank_log_name  # noqa: E402
 
 

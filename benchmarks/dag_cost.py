@@ -8,7 +8,7 @@ scheduled); the trivial workflow is generated in a temporary directory and dry-r
 way (same interpreter, same flags: those of the profiles), alternating with the grid in one sitting so that both
 see the same machine load. Prints jobs, median wall times and the median of the per-round
 ratios (target ≤ 1.3). dlbench's Snakefile pauses Python's garbage collector while it plans
-(dlbench/planning.py); a third arm, the floor with the collector paused the same way, gives
+(dlbench/planning/dag.py); a third arm, the floor with the collector paused the same way, gives
 the like-for-like ratio: what dlbench's own rules and functions cost beyond Snakemake's.
 Note: with snakemake-executor-plugin-slurm installed, a Slurm client whose controller does
 not answer adds ~10 s to every invocation (the plugin queries Slurm at import): the script

@@ -8,10 +8,10 @@ Per configuration (precision × torch.compile; channels-last always, as the runn
 alternate three blocks on one GPU, in rotating order: the dlbench runner through the timed
 loop with window sync (CUDA events, the runner's default on CUDA), the same runner with
 per-step sync, and a bare loop (model, SGD, autocast/GradScaler, no harness; synchronised
-only at its ends). It prints throughput, runner ÷ bare (median and interval: dlbench.stats
+only at its ends). It prints throughput, runner ÷ bare (median and interval: dlbench.analysis.stats
 where importable, else min–max), the cost of per-step sync against window sync, J/sample
-and average W from NVML's energy counter (dlbench.energy) and MFU against the GPU's dense
-peak (dlbench.efficiency). Needs only the stdlib and torch with torchvision (the runner's
+and average W from NVML's energy counter (dlbench.launch.energy) and MFU against the GPU's dense
+peak (dlbench.analysis.efficiency). Needs only the stdlib and torch with torchvision (the runner's
 model definitions; + nvidia-ml-py if present): it runs with .venvs/pytorch-cuda's Python
 where that exists, else the Python that started it, and says which. Without a CUDA GPU (or
 torch, or torchvision) it exits 2 with the reason (unless --device cpu).
@@ -89,7 +89,7 @@ def runner_for(args, precision: str, compiled: bool):
 
 def runner_block(runner, args, window: bool, meter) -> float:
     """Samples/s of the measured steps of one timed-loop block (warm-up steps before it)."""
-    from dlbench.worker import time_steps
+    from dlbench.launch.worker import time_steps
 
     runner.window_sync = window and args.device == "cuda"
     steps = time_steps(runner, args.warmup, args.steps, 0, 0, meter)
@@ -130,7 +130,7 @@ def ratio_text(reference: list[float], candidate: list[float]) -> str:
     if len(ratios) < 2:  # no interval from one round
         return f"{ratios[0]:.3f} (n=1)"
     try:
-        from dlbench import stats
+        from dlbench.analysis import stats
 
         low, high = stats.ratio_ci("median", reference, candidate)
         interval = f"95% CI [{low:.3f}, {high:.3f}]"
@@ -149,7 +149,7 @@ def energy_text(meter, throughput: float) -> str:
 
 
 def mfu_text(args, precision: str, throughput: float, device_name: str) -> str:
-    from dlbench import efficiency
+    from dlbench.analysis import efficiency
 
     peak = efficiency.peak(device_name, precision)
     if not args.flops_per_sample or peak is None:
@@ -158,7 +158,7 @@ def mfu_text(args, precision: str, throughput: float, device_name: str) -> str:
 
 
 def check(args, precision: str, compiled: bool) -> None:
-    from dlbench import energy
+    from dlbench.launch import energy
 
     runner = runner_for(args, precision, compiled)
     blocks = {"window": [], "per-step": [], "bare": []}
@@ -197,7 +197,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--precisions", nargs="+", default=["fp32", "amp"], choices=("fp32", "amp"))
     p.add_argument("--compile", nargs="+", default=["off", "on"], choices=("off", "on"))
-    p.add_argument("--flops-per-sample", type=float, default=0.0, help="training FLOPs/sample for MFU (dlbench.flops)")
+    p.add_argument(
+        "--flops-per-sample", type=float, default=0.0, help="training FLOPs/sample for MFU (dlbench.analysis.flops)"
+    )
     return p.parse_args(argv)
 
 

@@ -16,13 +16,13 @@ model, batch, image size, optimizer, threads and step counts, in an order that r
 round to round, so that the shared machine's drift hits all alike. The best baseline is the
 one with the highest median throughput over the rounds; each round gives the ratio runner ÷
 that baseline's run of the same round. Rounds continue (at least --min-rounds) until the 95 %
-percentile-bootstrap interval (dlbench.stats.bootstrap_ci, seeded) of the median of the
+percentile-bootstrap interval (dlbench.analysis.stats.bootstrap_ci, seeded) of the median of the
 per-round ratios lies within ±tolerance of that median for every variant, or --max-rounds is
 reached. `--rounds N` runs exactly N rounds. Target: ratio ≥ 0.98.
 
 `--variant` (repeatable) runs the runner once per variant in every round, each with extra
-environment variables (e.g. `--variant waitall:DLBENCH_MXNET_SYNC=waitall --variant
-loss:DLBENCH_MXNET_SYNC=loss`) or launcher options (items starting with `--`, e.g.
+environment variables or launcher options (items starting with `--`, e.g. `--variant
+waitall:--options=sync=waitall --variant loss:--options=sync=loss`, the framework's declared options, or
 `--variant compiled:--compile` runs PyTorch's runner with torch.compile); without it the one
 variant is "dlbench".
 """
@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 BASELINES = REPO / "benchmarks" / "baselines"
 sys.path.insert(0, str(REPO))
 
-from dlbench import stats  # noqa: E402
-from dlbench.aggregate import summarize_run  # noqa: E402
+from dlbench.analysis import stats  # noqa: E402
+from dlbench.analysis.aggregate import summarize_run  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
 
 PLAIN_ENV = {"PATH": "/usr/bin:/bin"}  # runner and baselines alike: no inherited thread settings

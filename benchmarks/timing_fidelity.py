@@ -6,7 +6,7 @@
         --sync-modes waitall loss --plain [--short-steps 3] [--lead 2] ...
 
 Builds the framework's dlbench runner in this process, runs the warm-up through the one
-timing loop (dlbench.worker.time_steps), then, per round, times blocks of the loop with a
+timing loop (dlbench.launch.worker.time_steps), then, per round, times blocks of the loop with a
 wall clock outside it and compares the throughput computed from the block's step records
 (what the aggregator reports) with measured samples ÷ that wall time. Target: within 1 %.
 Run it with the framework environment's Python.
@@ -39,9 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dlbench.coords import RunCoords  # noqa: E402
+from dlbench.launch.worker import time_steps  # noqa: E402
 from dlbench.runners import framework_module  # noqa: E402
 from dlbench.runners.base import RunSpec  # noqa: E402
-from dlbench.worker import time_steps  # noqa: E402
 
 clock = time.perf_counter
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # containers/base.sh ROOTFS_TAR — the Debian base of every dlbench image, made with
 # debootstrap from the apt mirror this host already uses (no container registry).
-# Writes a reproducibly ordered tar of the root file system; dlbench.images imports it.
+# Writes a reproducibly ordered tar of the root file system; dlbench.images.podman imports it.
 # This file's sha256 is the base's recipe hash: editing it rebuilds every image.
 set -euo pipefail
 out=$1

@@ -36,7 +36,7 @@ STATUS_MEANING = {
     "missing": "no step log was written",
     "unavailable": "not run: the framework cannot build this model",
 }
-# Sanity (dlbench.sanity): whether a run trained correctly, apart from its speed.
+# Sanity (dlbench.analysis.sanity): whether a run trained correctly, apart from its speed.
 SANITY_TEXT = {"pass": "PASS", "suspect": "SUSPECT"}
 SANITY_MEANING = (
     "every loss finite; on real data the last quarter's mean loss at most the first quarter's "
@@ -177,7 +177,7 @@ def interval(low: float, high: float, spec: str = ".2f") -> str:
 
 
 def uncertain(verdict: str, repeats: tuple[int, int], what: str) -> str:
-    """Why a comparison (dlbench.stats.ratio_verdict) does not support its claim, or "" when it
+    """Why a comparison (dlbench.analysis.stats.ratio_verdict) does not support its claim, or "" when it
     does. `what`: the two things compared, e.g. `pytorch and tensorflow`."""
     if verdict == "few":
         return f"uncertain, too few repeats ({repeats[0]} and {repeats[1]})"
@@ -188,7 +188,7 @@ def uncertain(verdict: str, repeats: tuple[int, int], what: str) -> str:
     return ""
 
 
-# Within-run stability (dlbench.stability): why a run's measured window is flagged.
+# Within-run stability (dlbench.analysis.stability): why a run's measured window is flagged.
 STABILITY_TEXT = {"steady": "steady", "trend": "TREND", "bimodal": "BIMODAL"}
 
 
@@ -214,7 +214,7 @@ PLACEMENT_TEXT = {
 }
 
 
-# Adaptive repeats (dlbench.adaptive): why a cell stopped, or goes on.
+# Adaptive repeats (dlbench.analysis.adaptive): why a cell stopped, or goes on.
 def repeats_target(n: int, half: float, target: float) -> str:
     return f"target met after {n} repeats: 95% CI half-width {half:.1%} ≤ {target:.1%}"
 

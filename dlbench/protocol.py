@@ -18,7 +18,7 @@ PRESETS: dict[str, dict] = {
     "mlperf": {"warmup_steps": 20, "measured_steps": 100, "repeats": 5, "statistic": "olympic_mean"},
 }
 
-# loss_tolerance: no preset names one (the sanity check's, dlbench.sanity; schema default).
+# loss_tolerance: no preset names one (the sanity check's, dlbench.analysis.sanity; schema default).
 OVERRIDABLE = ("warmup_steps", "measured_steps", "repeats", "statistic", "loss_tolerance")
 
 
@@ -31,7 +31,7 @@ def resolve(protocol_config: dict) -> dict:
     for key in OVERRIDABLE:
         if protocol_config.get(key) is not None:
             resolved[key] = protocol_config[key]
-    if resolved["repeats"] == "auto":  # adaptive repeats (dlbench/adaptive.py)
+    if resolved["repeats"] == "auto":  # adaptive repeats (dlbench/analysis/adaptive.py)
         adaptive = resolved["adaptive"] = {**ADAPTIVE_DEFAULTS, **(protocol_config.get("adaptive") or {})}
         if adaptive["min_repeats"] > adaptive["max_repeats"]:
             raise ValueError(

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import adaptive, grid, protocol
+from dlbench import protocol
+from dlbench.analysis import adaptive
+from dlbench.planning import grid
 from tests.conftest import REPO, framework_python
 from tests.test_plugin_toy import TOY
 from tests.tiny_pipeline import snakemake

@@ -3,8 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from dlbench.aggregate import cells_table, runs_table, summarize_run
-from dlbench.grid import CellKey
+from dlbench.analysis.aggregate import cells_table, runs_table, summarize_run
+from dlbench.planning.grid import CellKey
 from tests.conftest import make_coords, write_run
 
 

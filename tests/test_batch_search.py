@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from dlbench import batch_search
 from dlbench.launch import LaunchRequest
+from dlbench.planning import batch_search
 
 
 def probe_request(preset: str = "dlperf") -> LaunchRequest:

@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from dlbench import tables
+from dlbench.analysis import tables
 from dlbench.campaigns import compare as cmp
 from dlbench.campaigns import load
 from dlbench.campaigns.__main__ import main
 from dlbench.campaigns.campaign import write_pipeline_manifest
 from dlbench.campaigns.published import find, import_published, parse_statistic
-from dlbench.grid import Grid
+from dlbench.planning.grid import Grid
 from dlbench.steplog import StepLogWriter, read_steplog
 from tests.conftest import REPO, make_coords, write_run
 
@@ -21,7 +21,7 @@ PROTOCOL = {"preset": "test", "warmup_steps": 1, "measured_steps": 4, "repeats":
 
 def measured_campaign(root, step_seconds_per_repeat, scales=("1x1",)):
     """A pipeline working directory: rank logs written with the one step-log writer, then the
-    tables made by the pipeline's own code (dlbench.tables)."""
+    tables made by the pipeline's own code (dlbench.analysis.tables)."""
     coords = []
     for scale in scales:
         for repeat, step in enumerate(step_seconds_per_repeat, start=1):

@@ -6,18 +6,18 @@ import subprocess
 import sys
 import textwrap
 
-from dlbench import audit
+from dlbench.analysis import audit
 from dlbench.analysis.derive import derive, flops_counts, pipeline_paths
-from dlbench.campaigns.regenerate import OUTPUTS, output_paths
-from dlbench.grid import Grid
+from dlbench.planning.grid import Grid
+from dlbench.report.regenerate import OUTPUTS, output_paths
 from tests.conftest import REPO
 from tests.test_campaigns import PROTOCOL, PUBLISHED, STEADY, measured_campaign
 
 REGENERATE = textwrap.dedent(
     """
     import sys
-    from dlbench.campaigns.regenerate import regenerate
-    from dlbench.grid import Grid
+    from dlbench.report.regenerate import regenerate
+    from dlbench.planning.grid import Grid
     from tests.conftest import make_coords
     root, out, published, protocol = sys.argv[1], sys.argv[2], sys.argv[3], eval(sys.argv[4])
     coords = [make_coords(scale=s, strategy="single" if s == "1x1" else "ddp", repeat=r)

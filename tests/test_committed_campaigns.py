@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dlbench import labels
-from dlbench.campaigns.regenerate import check_campaign
+from dlbench.report.regenerate import check_campaign
 from tests.conftest import REPO
 
 CAMPAIGNS = sorted(p.parent for p in (REPO / "campaigns").glob("*/config"))

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from dlbench import config as dlbench_config
-from dlbench import grid
 from dlbench.models import CATALOGUE
+from dlbench.planning import config as dlbench_config
+from dlbench.planning import grid
 from dlbench.runners import capabilities, framework_names
 from tests.conftest import REPO
 from tests.test_config_validation import SNAKEMAKE, dry_run
@@ -134,7 +134,7 @@ def test_check_names_each_configfile_of_the_snakemake_command_line(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     snakemake_args = ["-n", "--config", "run={threads: 1}", "--configfile=good.yaml", "--configfiles", "bad.yaml"]
     result = subprocess.run(
-        [sys.executable, "-m", "dlbench.config", "check", "list.yaml", "--", *snakemake_args, "empty.yaml"],
+        [sys.executable, "-m", "dlbench.planning.config", "check", "list.yaml", "--", *snakemake_args, "empty.yaml"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -153,6 +153,8 @@ def test_check_names_each_configfile_of_the_snakemake_command_line(tmp_path):
 
 def test_run_sh_checks_config_files_before_snakemake_loads_them():
     lines = (REPO / "tools/run.sh").read_text().splitlines()
-    check = next(i for i, line in enumerate(lines) if '-m dlbench.config check config/config.yaml -- "$@"' in line)
+    check = next(
+        i for i, line in enumerate(lines) if '-m dlbench.planning.config check config/config.yaml -- "$@"' in line
+    )
     first_snakemake = next(i for i, line in enumerate(lines) if "bin/snakemake" in line)
     assert check < first_snakemake

@@ -89,7 +89,7 @@ def test_seed_grid_files_set_every_grid_key_the_default_sets():
 
 @pytest.mark.parametrize("grid", [None, "caict2020.yaml", "paddle_vgg16.yaml", "tf_cnn_benchmarks.yaml"])
 def test_fill_defaults_gives_what_snakemakes_validate_gives(grid):
-    """dlbench.config.fill_defaults (the Snakefile's schema check, on the schema read once) and
+    """dlbench.planning.config.fill_defaults (the Snakefile's schema check, on the schema read once) and
     snakemake.utils.validate(set_default=True) fill in the same config, and refuse the same."""
     import copy
 
@@ -97,7 +97,7 @@ def test_fill_defaults_gives_what_snakemakes_validate_gives(grid):
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import update_config, validate
 
-    from dlbench.config import CONFIG_SCHEMA, fill_defaults
+    from dlbench.planning.config import CONFIG_SCHEMA, fill_defaults
 
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     if grid:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import aggregate, images
+from dlbench.analysis import aggregate
+from dlbench.images import podman as images
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import podman_base
 from dlbench.launch.run import run_as_launcher

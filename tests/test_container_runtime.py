@@ -18,13 +18,15 @@ import pytest
 import yaml
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
-from dlbench import aggregate, audit, environment, images, provenance
-from dlbench.config import schema_problem
-from dlbench.deployment import Deployment, DeploymentError
+from dlbench import provenance
+from dlbench.analysis import aggregate, audit, environment
+from dlbench.images import podman as images
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, runtime_for
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
 from dlbench.launch.run import run_as_launcher
+from dlbench.planning.config import schema_problem
+from dlbench.planning.deployment import Deployment, DeploymentError
 from tests.conftest import REPO, make_coords
 
 DIGEST = "sha256:" + "ab" * 32

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlbench import containers
+from dlbench.images import apptainer as containers
 from tests.conftest import REPO
 
 LOCK = REPO / "containers" / "images.lock"
@@ -69,7 +69,7 @@ def test_recipe_parses_with_spython_and_carries_the_required_labels(framework):
 
 def test_check_command_passes_on_the_repository():
     result = subprocess.run(
-        [sys.executable, "-m", "dlbench.containers", "check"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "dlbench.images.apptainer", "check"], cwd=REPO, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     assert "recipes OK" in result.stdout
@@ -183,7 +183,7 @@ def test_an_unpinned_image_is_refused_and_the_error_says_how_to_pin(tmp_path, lo
     result = run_verify_script("--framework", "tensorflow", "--image", image, "--lock", lock_copy)
     assert result.returncode == 1
     assert "no sha256 is pinned" in result.stderr and sha256(image) in result.stderr
-    assert "python -m dlbench.containers pin tensorflow" in result.stderr
+    assert "python -m dlbench.images.apptainer pin tensorflow" in result.stderr
 
 
 def test_the_matching_digest_passes_the_script(tmp_path, lock_copy):

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from dlbench import config as dlbench_config
+from dlbench.planning import config as dlbench_config
 from tests.conftest import REPO
 
 SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from dlbench.data import DataError, bert, imagenet, paths, read_manifest, recordio
+from dlbench.data import DataError, bert, imagenet, read_manifest, recordio
+from dlbench.planning import datasets as paths
 from tests.conftest import REPO
 
 SMALL = dict(count=20, classes=4, image_size=32, seed=3, quality=90, val_count=6)

@@ -1,4 +1,4 @@
-"""A training job's software by deployment method (dlbench/deployment.py)."""
+"""A training job's software by deployment method (dlbench/planning/deployment.py)."""
 
 import os
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
-from dlbench.deployment import Deployment, DeploymentError
+from dlbench.planning.deployment import Deployment, DeploymentError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"run": {"launcher": "local", "data_workers": 0, "threads": 4}, "grid": {}}
@@ -62,7 +62,7 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
     the function builds, quoting included (a repository path with a space and a quote)."""
     from snakemake.io import apply_wildcards
 
-    from dlbench.deployment import Placeholders, RunWildcards
+    from dlbench.planning.deployment import Placeholders, RunWildcards
 
     config = {"run": RUN_SETTINGS, "grid": {}}
     lock = os.path.join(REPO, "containers", "images.lock")
@@ -85,7 +85,7 @@ def test_a_command_class_template_fills_in_to_real_data_and_batch_search_command
     command of every run of the class: dataset, input workers and batch-search file included."""
     from snakemake.io import apply_wildcards
 
-    from dlbench.deployment import Placeholders, RunWildcards
+    from dlbench.planning.deployment import Placeholders, RunWildcards
 
     config = {"run": RUN_SETTINGS, "grid": {}, "data": {"images": {"source": "generated"}}}
     deploy = Deployment(config, REPO, set(), environ={"DLBENCH_VENVS": str(tmp_path / "venvs")})
@@ -137,7 +137,7 @@ def test_stale_environments_are_rebuilt_and_every_job_still_planned(tmp_path):
 def test_command_classes_build_one_template_per_class_and_fall_back_on_a_mismatch():
     from types import SimpleNamespace as Wildcards
 
-    from dlbench.deployment import CommandClasses
+    from dlbench.planning.deployment import CommandClasses
 
     calls = []
 

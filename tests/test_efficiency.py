@@ -1,4 +1,4 @@
-"""Energy per sample, average power and MFU's basis (dlbench.efficiency): the arithmetic."""
+"""Energy per sample, average power and MFU's basis (dlbench.analysis.efficiency): the arithmetic."""
 
 import math
 import types
@@ -6,7 +6,7 @@ import types
 import pandas as pd
 import pytest
 
-from dlbench import efficiency, tables
+from dlbench.analysis import efficiency, tables
 
 
 def _log(energy, device_name="NVIDIA H100 80GB HBM3"):

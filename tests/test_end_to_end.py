@@ -116,7 +116,7 @@ def pipeline_config(workdir) -> dict:
     merges --configfile), the schema's defaults filled."""
     from snakemake.utils import update_config
 
-    from dlbench.config import fill_defaults
+    from dlbench.planning.config import fill_defaults
 
     config = yaml.safe_load((workdir / "config/config.yaml").read_text())
     update_config(config, yaml.safe_load((workdir / "tiny.yaml").read_text()))
@@ -128,9 +128,9 @@ def test_regenerating_from_the_raw_logs_elsewhere_gives_the_pipelines_files_byte
     """The one derivation (dlbench.analysis.derive): the campaign regenerated in another
     directory, from a copy of the raw logs and the pipeline's FLOPs counts, is the pipeline's
     tables, campaign manifest and references byte for byte (its cells keep their TFLOP/s)."""
-    from dlbench import grid
     from dlbench.analysis.derive import flops_counts
-    from dlbench.campaigns.regenerate import output_paths, regenerate
+    from dlbench.planning import grid
+    from dlbench.report.regenerate import output_paths, regenerate
 
     config = pipeline_config(finished)
     flops = flops_counts(sorted((finished / "results/flops").glob("*.json")))

@@ -1,4 +1,4 @@
-"""Energy (dlbench.energy) and the window-sync timing loop (dlbench.worker) on this GPU-less
+"""Energy (dlbench.launch.energy) and the window-sync timing loop (dlbench.launch.worker) on this GPU-less
 machine: NVML is tried for real and its absence is the recorded reason; the arithmetic is
 checked on counter values; the window loop is driven by host-clock marks standing in for
 CUDA events (which need a GPU), with the same marks-and-anchors bookkeeping."""
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from dlbench import energy, worker
+from dlbench.launch import energy, worker
 from dlbench.runners.base import Runner, RunSpec
 from dlbench.steplog import read_steplog
 from tests.conftest import make_coords

@@ -3,8 +3,9 @@
 import pandas as pd
 import pytest
 
-from dlbench import findings, stats
-from dlbench.aggregate import cells_table
+from dlbench.analysis import stats
+from dlbench.analysis.aggregate import cells_table
+from dlbench.findings import grid as findings
 from dlbench.report import render
 
 PROTOCOL = {"preset": "quick", "warmup_steps": 1, "measured_steps": 3, "repeats": 5, "statistic": "mean"}

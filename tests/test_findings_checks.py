@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench import checks, drift, placement, stability
-from dlbench.aggregate import cells_table, runs_table
+from dlbench.analysis import drift, placement, stability
+from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
+from dlbench.findings import checks
 from dlbench.report import render
 from dlbench.steplog import StepLogWriter, rank_log_name
 

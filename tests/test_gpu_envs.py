@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dlbench import grid as dlbench_grid
+from dlbench.planning import grid as dlbench_grid
 from dlbench.runners import capabilities, env_name, framework_names
 from dlbench.runners.plugin import Capabilities
 from tests.conftest import REPO
@@ -72,7 +72,7 @@ def test_the_caict_grid_on_cuda_plans_every_framework_with_its_cuda_environment(
 
 
 def test_on_cuda_each_framework_runs_in_its_cuda_image_built_from_its_cuda_lock(tmp_path):
-    from dlbench import images
+    from dlbench.images import podman as images
     from dlbench.launch.container import image_name
 
     grid = str(REPO / "config/grids/caict2020.yaml")

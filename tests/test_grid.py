@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from dlbench import grid
+from dlbench.planning import grid
 
 BASE = {
     "grid": {

@@ -1,10 +1,10 @@
-"""Job shapes: a run's Slurm resources from its scale and strategy (dlbench/jobs.py)."""
+"""Job shapes: a run's Slurm resources from its scale and strategy (dlbench/planning/jobs.py)."""
 
 import os
 
 import pytest
 
-from dlbench import jobs
+from dlbench.planning import jobs
 from tests.conftest import make_coords
 
 RUN = {"device": "cpu", "mem_mb": 8000, "time_limit_s": 600, "threads": 8}

@@ -7,8 +7,7 @@ import shlex
 
 import pytest
 
-from dlbench import slurm
-from dlbench.launch import TIME_LIMIT_GRACE_S, LaunchRequest
+from dlbench.launch import TIME_LIMIT_GRACE_S, LaunchRequest, slurm
 from dlbench.launch.launchers import LAUNCHERS, LocalLauncher, SrunLauncher, launcher_for, this_rank
 from dlbench.launch.request import LAUNCHER_NAMES
 from tests.conftest import make_coords

@@ -1,11 +1,11 @@
-"""The collector policy while Snakemake plans a grid (dlbench/planning.py)."""
+"""The collector policy while Snakemake plans a grid (dlbench/planning/dag.py)."""
 
 import gc
 from pathlib import Path
 
 import pytest
 
-from dlbench import planning
+from dlbench.planning import dag as planning
 
 REPO = Path(__file__).resolve().parent.parent
 

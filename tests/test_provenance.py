@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import containers, provenance
+from dlbench import provenance
+from dlbench.images import apptainer as containers
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, framework_python
 

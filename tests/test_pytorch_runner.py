@@ -120,7 +120,7 @@ def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
 @pytest.mark.slow
 @needs_env
 def test_batch_max_search_finds_the_edge(tmp_path):
-    from dlbench import batch_search
+    from dlbench.planning import batch_search
 
     # 64 px: at 32 px ResNet-50 ends in a 1x1 map, where batch 1 cannot train (BatchNorm).
     request = batch_search.probe_request(
@@ -153,9 +153,7 @@ def test_dali_only_on_cuda_when_installed_and_not_switched_off(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "nvidia.dali" else None)
     assert pytorch.use_dali("cuda") is True
     assert pytorch.use_dali("cpu") is False
-    monkeypatch.setenv("DLBENCH_DALI", "0")
-    assert pytorch.use_dali("cuda") is False
-    monkeypatch.delenv("DLBENCH_DALI")
+    assert pytorch.use_dali("cuda", enabled=False) is False  # framework_options.pytorch.dali: false
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert pytorch.use_dali("cuda") is False
 

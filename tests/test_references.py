@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from dlbench import references
+from dlbench.analysis import references
 from tests.conftest import REPO
 
 PUBLISHED = REPO / "config/references/published_throughput.csv"

@@ -6,9 +6,12 @@ import re
 import pandas as pd
 import pytest
 
-from dlbench import environment, findings, references, report
-from dlbench.aggregate import cells_table, runs_table
+from dlbench import report
+from dlbench.analysis import environment, references
+from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import CellKey, RunCoords
+from dlbench.findings import grid as findings
+from dlbench.findings import vocabulary
 from dlbench.steplog import StepLogWriter, rank_log_name
 
 PROTOCOL = {"preset": "caict2020", "warmup_steps": 1, "measured_steps": 3, "repeats": 3, "statistic": "mean"}
@@ -156,7 +159,7 @@ def test_noise_status_and_variant_sentences():
 def test_every_number_is_the_value_of_its_cells():
     """Re-derive each number from the cells it names: nothing is computed from anywhere else."""
     cells = hand_made_cells()
-    index = {findings.cell_key(r): r for _, r in cells.iterrows()}
+    index = {vocabulary.cell_key(r): r for _, r in cells.iterrows()}
     for f in findings.findings(cells, runs=hand_made_runs(cells)):
         for n in f.numbers:
             rows = [index[k] for k in n.cells]
@@ -298,7 +301,7 @@ FIXTURE_STEPS = {
 
 
 def fixture_results(root):
-    """A small grid written as real step logs, aggregated by dlbench.aggregate: (cells, runs)."""
+    """A small grid written as real step logs, aggregated by dlbench.analysis.aggregate: (cells, runs)."""
     coords = []
     for (fw, model, scale), per_repeat in FIXTURE_STEPS.items():
         strategy = "single" if scale == "1x1" else STRATEGY[fw]
@@ -327,7 +330,7 @@ REFERENCE_CONFIG = {**CONFIG, "references": {"hardware": "Test GPU", "baseline":
 
 
 def fixture_references(cells):
-    """references.csv as dlbench.references writes it: one published number and a baseline 1.5x faster."""
+    """references.csv as dlbench.analysis.references writes it: one published number and a baseline 1.5x faster."""
     published = pd.DataFrame(
         [
             {
@@ -411,7 +414,7 @@ def test_report_tables_mark_cells_with_their_reason(rendered):
     assert "* (2/3)" in html and "ranks 0, 1, 2, 3: failed: RuntimeError: connection reset by peer" in html
     # Every cell of cells.csv has exactly one anchor.
     for _, c in cells.iterrows():
-        assert html.count(f'id="{report.cell_id(findings.cell_key(c))}"') == 1
+        assert html.count(f'id="{report.cell_id(vocabulary.cell_key(c))}"') == 1
 
 
 def test_report_findings_link_to_cells_that_exist(rendered):

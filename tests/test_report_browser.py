@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench import environment, report
+from dlbench import report
+from dlbench.analysis import environment
 from tests.conftest import REPO
 from tests.test_report import PROTOCOL, REFERENCE_CONFIG, fixture_references, fixture_results
 

@@ -2,8 +2,8 @@
 
 import re
 
-from dlbench import run_order
 from dlbench.coords import RunCoords
+from dlbench.planning import run_order
 from tests.test_config_validation import dry_run
 
 GRID = {

@@ -1,4 +1,4 @@
-"""Sanity before speed (dlbench.sanity): a verdict per run from its losses, on hand-made step
+"""Sanity before speed (dlbench.analysis.sanity): a verdict per run from its losses, on hand-made step
 logs -- finite everywhere, falling on real data within the protocol's tolerance, changing on
 synthetic data -- carried into runs.csv, cells.csv, cells.md and the report, throughput kept."""
 
@@ -7,9 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from dlbench import audit, labels, sanity, stats, tables, workload
-from dlbench.aggregate import cells_table, runs_table
-from dlbench.grid import Grid
+from dlbench import labels, workload
+from dlbench.analysis import audit, sanity, stats, tables
+from dlbench.analysis.aggregate import cells_table, runs_table
+from dlbench.planning.grid import Grid
 from dlbench.report import render
 from dlbench.steplog import StepLogWriter, rank_log_name
 from tests.conftest import make_coords

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from dlbench import tables
-from dlbench.aggregate import cells_table, runs_table
+from dlbench.analysis import tables
+from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
 from dlbench.launch.request import LaunchRequest
 from dlbench.report import render

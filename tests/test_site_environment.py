@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench import audit, environment, labels, provenance, tables
-from dlbench.aggregate import cells_table, summarize_run
-from dlbench.config import checked_grid, fill_defaults
+from dlbench import labels, provenance
+from dlbench.analysis import audit, environment, tables
+from dlbench.analysis.aggregate import cells_table, summarize_run
 from dlbench.coords import RunCoords
-from dlbench.deployment import Deployment, DeploymentError, RunWildcards
-from dlbench.grid import ConfigError
+from dlbench.planning.config import checked_grid, fill_defaults
+from dlbench.planning.deployment import Deployment, DeploymentError, RunWildcards
+from dlbench.planning.grid import ConfigError
 from tests.conftest import REPO, framework_python
 
 SITE = framework_python("pytorch")  # a Python we did not build for this run stands in for a site's

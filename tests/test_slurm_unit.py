@@ -1,4 +1,4 @@
-"""dlbench.slurm and the srun launcher without a cluster: Slurm's environment → Distributed, host lists, the srun
+"""dlbench.launch.slurm and the srun launcher without a cluster: Slurm's environment → Distributed, host lists, the srun
 command, exit codes, and what happens to a run that Slurm ended (fake sacct/squeue/srun)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+import dlbench
 import dlbench.launch as launch_package
-from dlbench import slurm
-from dlbench.launch import LaunchRequest
+from dlbench.launch import LaunchRequest, slurm
 from dlbench.launch.launchers import SrunLauncher, this_rank
 from dlbench.launch.record import slurm_verdict, write_launch_record
 from dlbench.launch.run import main
@@ -434,7 +434,7 @@ def test_launcher_records_a_cancelled_run_instead_of_rerunning(tmp_path, monkeyp
 
 
 def recorded_by_srun_launcher(root: Path, coords, slurm_record: dict) -> None:
-    """slurm.json as dlbench.slurm left it, then launch.json as the srun launcher writes it."""
+    """slurm.json as dlbench.launch.slurm left it, then launch.json as the srun launcher writes it."""
     request = srun_request(root / coords.run_dir, coords)
     slurm.write_record(request.run_dir, slurm_record)
     write_launch_record(request, [None] * run_layout(coords).tasks, time.monotonic(), SrunLauncher(request).verdict())
@@ -442,7 +442,7 @@ def recorded_by_srun_launcher(root: Path, coords, slurm_record: dict) -> None:
 
 def test_aggregate_marks_runs_from_slurms_record(tmp_path):
     pytest.importorskip("pandas")
-    from dlbench.aggregate import summarize_run
+    from dlbench.analysis.aggregate import summarize_run
 
     cancelled = make_coords(scale="1x2", strategy="ddp")
     (tmp_path / cancelled.run_dir).mkdir(parents=True)
@@ -466,11 +466,20 @@ def test_aggregate_marks_runs_from_slurms_record(tmp_path):
     assert summarize_run(timed_out, tmp_path)["status"] == "timeout"  # the rank's own verdict is more specific
 
 
-@pytest.mark.parametrize("package", [slurm, launch_package])
-def test_modules_are_stdlib_only(package):
-    for path in Path(package.__file__).parent.glob("*.py"):
-        lines = path.read_text().splitlines()
-        imported = {line.split()[1].split(".")[0] for line in lines if line.startswith(("import ", "from "))}
+# What runs inside every framework environment: the top-level contract modules (coordinates,
+# catalogue, workload, protocol, step log, provenance, files, labels), the launch package with
+# Slurm under it, and the plug-in declarations (docs/architecture.md).
+CONTRACT_FOLDERS = [Path(dlbench.__file__).parent, Path(launch_package.__file__).parent, Path(slurm.__file__).parent]
+CONTRACT_FOLDERS.append(CONTRACT_FOLDERS[0] / "runners")
+
+
+@pytest.mark.parametrize("folder", CONTRACT_FOLDERS, ids=lambda p: p.name)
+def test_contract_modules_are_stdlib_only(folder):
+    modules = sorted(folder.glob("*.py"))
+    assert modules
+    for path in modules:
+        statements = [line for line in path.read_text().splitlines() if line.startswith(("import ", "from "))]
+        imported = {line.split()[1].split(".")[0].rstrip(",") for line in statements}
         assert imported <= set(sys.stdlib_module_names) | {"__future__", "dlbench"}, path
 
 

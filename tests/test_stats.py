@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from dlbench import stats
+from dlbench.analysis import stats
 
 
 def test_mean_median_olympic_against_hand_values():

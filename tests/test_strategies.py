@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from dlbench import grid
 from dlbench.coords import SAFE_NAME, Scale
+from dlbench.planning import grid
 from dlbench.runners import (
     Layout,
     capabilities,

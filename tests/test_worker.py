@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from dlbench import worker
+from dlbench.launch import worker
 from dlbench.runners.base import Runner, RunSpec
 from dlbench.steplog import read_steplog
 from tests.conftest import make_coords
@@ -96,7 +96,7 @@ def test_time_limit_becomes_timeout(fake_framework, tmp_path, monkeypatch):
 
 
 def test_batch_search_doubles_then_bisects():
-    from dlbench.batch_search import SearchError, search
+    from dlbench.planning.batch_search import SearchError, search
 
     calls = []
 

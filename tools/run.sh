@@ -6,7 +6,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bash tools/bootstrap.sh
 # Config files that do not parse, named with file:line:column (Snakemake's message names neither).
-.venvs/analysis/bin/python -m dlbench.config check config/config.yaml -- "$@"
+.venvs/analysis/bin/python -m dlbench.planning.config check config/config.yaml -- "$@"
 .venvs/analysis/bin/snakemake --profile profiles/local "$@"
 .venvs/analysis/bin/snakemake --profile profiles/local --report results/report/snakemake-report.html "$@"
 echo "Report: $repo/results/report/index.html (tables: results/tables/, figures: results/figures/)"

@@ -2,7 +2,7 @@
 # A device run's archive (benchmarks/device_run.sh) → a committed measured campaign:
 #   bash benchmarks/device/import_campaign.sh gpu_campaign.tar.gz campaigns/<name>
 # keeps the raw step logs, the FLOPs counts and the config files, regenerates the tables,
-# manifest and report from them (python -m dlbench.campaigns regenerate), says which of the
+# manifest and report from them (python -m dlbench.report regenerate), says which of the
 # device pipeline's own tables differ from the regeneration, and checks that a second
 # regeneration is byte-identical.
 set -euo pipefail
@@ -16,7 +16,7 @@ tar -C "$unpacked" -xzf "$archive"
 mkdir -p "$dest/results"
 cp -r "$unpacked/configs" "$dest/config"
 cp -r "$unpacked/pipeline/results/runs" "$unpacked/pipeline/results/flops" "$dest/results/"
-PYTHONPATH=$repo "$python" -m dlbench.campaigns regenerate "$dest" --out "$dest" >/dev/null
+PYTHONPATH=$repo "$python" -m dlbench.report regenerate "$dest" --out "$dest" >/dev/null
 for table in runs.csv cells.csv cells.md environment.json references.csv; do
     device=$unpacked/pipeline/results/tables/$table
     if [ ! -e "$device" ]; then
@@ -27,4 +27,4 @@ for table in runs.csv cells.csv cells.md environment.json references.csv; do
         echo "$table: DIFFERS from the device pipeline's"
     fi
 done
-PYTHONPATH=$repo "$python" -m dlbench.campaigns regenerate "$dest"
+PYTHONPATH=$repo "$python" -m dlbench.report regenerate "$dest"

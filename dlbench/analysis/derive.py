@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import environment, tables
+from dlbench.analysis import environment, tables
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
-from dlbench.config import schema_defaults
-from dlbench.grid import Grid
+from dlbench.planning.grid import Grid
+from dlbench.planning.schema import schema_defaults
 
 TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json")
 CAMPAIGN_FILE = "campaign.json"

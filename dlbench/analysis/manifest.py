@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import environment
+from dlbench.analysis import environment
 from dlbench.labels import text
 
 SCHEMA = "dlbench.campaign/1"

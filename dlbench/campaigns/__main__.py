@@ -1,9 +1,8 @@
 """`python -m dlbench.campaigns compare A B`, `... history A B C ...`, `... published CSV DIR`,
-`... manifest ROOT`, `... regenerate CAMPAIGN [--out DIR]`. A and B: campaign directories or
-pipeline working directories.
+`... manifest ROOT`. A and B: campaign directories or pipeline working
+directories. (A committed campaign regenerates with `python -m dlbench.report regenerate`.)
 
-compare exits 1 when a cell is confidently slower beyond the tolerance (for CI), 0 otherwise;
-regenerate without --out exits 1 when a committed file differs from its regeneration.
+compare exits 1 when a cell is confidently slower beyond the tolerance (for CI), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlbench.campaigns import campaign, compare, history, published, regenerate
+from dlbench.campaigns import campaign, compare, history, published
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,9 +31,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("out")
     m = commands.add_parser("manifest", help="write results/campaign.json of a pipeline working directory")
     m.add_argument("root")
-    r = commands.add_parser("regenerate", help="a committed campaign's tables and report from its raw logs")
-    r.add_argument("campaign", help="a campaign directory with config/*.yaml and results/runs/ (campaigns/)")
-    r.add_argument("--out", help="write them here; without it, check the committed ones byte for byte")
     return parser
 
 
@@ -57,22 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in published.import_published(args.csv):
             print(campaign.save(c, Path(args.out) / c.id))
         return 0
-    if args.command == "regenerate":
-        return _regenerate(args.campaign, args.out)
     print(campaign.write_pipeline_manifest(args.root))
     return 0
-
-
-def _regenerate(campaign_dir: str, out: str | None) -> int:
-    if out:
-        for path in regenerate.regenerate_campaign(campaign_dir, out).values():
-            print(path)
-        return 0
-    differences = regenerate.check_campaign(campaign_dir)
-    for line in differences:
-        print(line, file=sys.stderr)
-    print(f"{campaign_dir}: {'differs' if differences else 'byte-identical to its regeneration from the raw logs'}")
-    return 1 if differences else 0
 
 
 if __name__ == "__main__":

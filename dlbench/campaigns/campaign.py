@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import tables
+from dlbench.analysis import tables
 
 # The manifest the aggregate rule writes is made in the analysis stage; a campaign reads it.
 from dlbench.analysis.manifest import (  # noqa: F401 (PROTOCOL_KEYS, SCHEMA: the campaigns' vocabulary)
@@ -52,7 +52,7 @@ class Campaign:
         """Per cell key (CELL_FIELDS order), the throughputs of its repeats that produced one."""
         from dataclasses import astuple
 
-        from dlbench.comparisons import repeats_by_cell
+        from dlbench.findings.comparisons import repeats_by_cell
 
         return {astuple(key): values.tolist() for key, values in repeats_by_cell(self.runs).items()}
 

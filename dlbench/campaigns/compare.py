@@ -1,7 +1,7 @@
 """Compare two campaigns: are they comparable (protocol, image size, software, hardware from
 their manifests), and per matched cell, is the candidate faster, slower, the same or too
 noisy to tell -- the ratio with a bootstrap CI over repeats, the Mann-Whitney U test where both
-sides have runs, and a verdict (dlbench.stats). Unmatched cells carry the reason.
+sides have runs, and a verdict (dlbench.analysis.stats). Unmatched cells carry the reason.
 
 Cells match on every coordinate (framework, model, precision, data, batch, scale, strategy);
 a 1-device cell's strategy is not compared (one device has no parallel strategy).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import stats, tables
+from dlbench.analysis import stats, tables
 from dlbench.campaigns.campaign import PROTOCOL_KEYS, Campaign
 from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
 

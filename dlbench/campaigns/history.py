@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench import labels, stats, tables
+from dlbench import labels
+from dlbench.analysis import stats, tables
 from dlbench.campaigns.campaign import Campaign
 from dlbench.campaigns.compare import differences
 from dlbench.coords import CELL_FIELDS
@@ -126,7 +127,7 @@ def detect(
 def figure(history: History, path, most: int = 6) -> None:
     """Per cell (those with a change first), its value per campaign with the spread of its
     repeats, a line where the level changes and the provenance change written beside it."""
-    from dlbench import figures as figs
+    from dlbench.plots import figures as figs
 
     keyed = history.series.groupby(CELL_FIELDS, sort=True)
     changed = {tuple(r[f] for f in CELL_FIELDS) for _, r in history.changes.iterrows()}

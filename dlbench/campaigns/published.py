@@ -1,6 +1,6 @@
 """Published campaigns: config/references/published_throughput.csv, one campaign per source and
 hardware (seed 000's four platforms, seed 002, seed 003's two machines), turned into cells with
-the same speedup/efficiency code as measured ones (dlbench.aggregate.add_speedup).
+the same speedup/efficiency code as measured ones (dlbench.analysis.aggregate.add_speedup).
 
 A published row becomes a cell: framework = the first word of the source's framework (the
 rest is software in the manifest), plus a variant where one source publishes several numbers
@@ -15,10 +15,10 @@ import re
 
 import pandas as pd
 
-from dlbench.aggregate import add_speedup
+from dlbench.analysis.aggregate import add_speedup
+from dlbench.analysis.references import load_published
 from dlbench.campaigns.campaign import SCHEMA, Campaign
 from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
-from dlbench.references import load_published
 
 MISSING = {
     "seed001": "seed 001 (TensorFlow single-node strategies) has no throughput rows in the published CSV",

@@ -274,7 +274,7 @@ def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
 
 def build(out_dir: str | os.PathLike, settings: dict) -> dict:
     """Corpus → vocab.txt (+ corpus.txt for the default corpus) → examples.npz → manifest.
-    `settings`: config `data.text` as dlbench.data.paths.text_settings resolves it."""
+    `settings`: config `data.text` as dlbench.planning.datasets.text_settings resolves it."""
     out_dir = os.fspath(out_dir)
     corpus, vocab_size = settings["corpus"], settings["vocab_size"]
     example_settings = {name: settings[name] for name in EXAMPLE_SETTINGS}

@@ -22,7 +22,12 @@ from __future__ import annotations
 import os
 
 from dlbench.data import DataError, file_entry, imagenet, read_manifest, require_file, write_manifest
-from dlbench.data.paths import tfrecord_shards
+
+
+def tfrecord_shards(split: str, shards: int) -> list[str]:
+    prefix = {"train": "train", "val": "validation"}[split]
+    return [f"{prefix}-{i:05d}-of-{shards:05d}" for i in range(shards)]
+
 
 LABEL_OFFSET = 1
 BBOX_KEYS = ("xmin", "ymin", "xmax", "ymax")

@@ -9,7 +9,7 @@ per node for single-process multi-device strategies, one per node with rank 0 as
 coordinator for parameter-server strategies) through the request's launcher (launchers.py:
 local subprocesses, or `srun` inside a Slurm allocation), waits for them and writes
 `launch.json` (record.py: rank exit codes, wall time, Slurm's verdict): the file Snakemake
-tracks. As a rank (placed by its launcher's environment) it runs `dlbench.worker.run_rank`,
+tracks. As a rank (placed by its launcher's environment) it runs `dlbench.launch.worker.run_rank`,
 which writes `rank<k>.steps.jsonl`; a helper rank (beyond the layout's step logs) runs the
 framework module's `serve()` instead and writes no step log (run.py). With `--container
 podman|apptainer` (container.py) the launcher first checks the framework's image against its

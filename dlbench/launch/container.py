@@ -1,7 +1,7 @@
 """Container runtimes: each rank of a run inside its framework's pinned image. Stdlib only.
 
 One small registered class per `run.container` value. `verify()` checks the image against
-its lock (`<images>/<framework>.lock.json`, written by dlbench.images when it built the
+its lock (`<images>/<framework>.lock.json`, written by dlbench.images.podman when it built the
 image) before any rank starts; `command(inner)` wraps one rank's command line. The launcher
 (launchers.py) wraps every rank's command, locally and under srun, so a multi-node job starts
 one container per rank on every node. docs/containers.md explains the flags.
@@ -40,7 +40,7 @@ def runtime_for(request: LaunchRequest) -> Runtime:
 
 def image_name(framework: str, device: str = "cpu") -> str:
     """The image a framework's runs on `device` use: its own name on the CPU, else
-    <framework>-<device>, built from that device's env lock (dlbench.images.env_lock)."""
+    <framework>-<device>, built from that device's env lock (dlbench.images.podman.env_lock)."""
     return framework if device == "cpu" else f"{framework}-{device}"
 
 
@@ -225,12 +225,12 @@ class Apptainer(Runtime):
     def verify(self) -> dict:
         pinned = self.lock.get("sif_sha256") or ""
         if not self.sif.is_file():
-            raise ImageMismatch(f"image {self.sif} does not exist (build it: python -m dlbench.images sif ...)")
+            raise ImageMismatch(f"image {self.sif} does not exist (build it: python -m dlbench.images.podman sif ...)")
         actual = sha256_of(self.sif)
         if actual != pinned:
             raise ImageMismatch(
                 f"image {self.sif} is sha256:{actual}, but {self.lock['lock_path']} pins "
-                f"sha256:{pinned or '(nothing: run python -m dlbench.images sif)'}"
+                f"sha256:{pinned or '(nothing: run python -m dlbench.images.podman sif)'}"
             )
         self.check_env_lock()
         return {"runtime": self.name, "image": str(self.sif), "digest": "sha256:" + actual}

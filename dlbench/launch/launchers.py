@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from dlbench import slurm
+from dlbench.launch import slurm
 from dlbench.launch.container import runtime_for
 from dlbench.launch.record import rank_death
 from dlbench.launch.request import LAUNCHER_NAMES, LaunchRequest, registrar
@@ -128,7 +128,7 @@ class LocalLauncher(Launcher):
 
 @register
 class SrunLauncher(Launcher):
-    """One `srun` step inside the run's Slurm job (dlbench.slurm), which keeps slurm.json."""
+    """One `srun` step inside the run's Slurm job (dlbench.launch.slurm), which keeps slurm.json."""
 
     name = "srun"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from dlbench.files import set_aside, write_atomically
 from dlbench.launch.request import LaunchRequest
+from dlbench.launch.slurm.record import attempt_number
 from dlbench.runners import run_layout
-from dlbench.slurm.record import attempt_number
 from dlbench.steplog import rank_log_name
 
 RECORD_NAME = "launch.json"
@@ -105,7 +105,7 @@ def slurm_verdict(run_dir: str | os.PathLike) -> tuple[str | None, str]:
         return record["verdict"].get("status"), record["verdict"].get("reason") or ""
     if record.get("launcher") == "srun" and "slurm_verdict" not in record:
         # Written before launch.json carried the verdict: slurm.json still has it.
-        from dlbench.slurm import outcome
+        from dlbench.launch.slurm import outcome
 
         return outcome(run_dir)
     verdict = record.get("slurm_verdict") or {}

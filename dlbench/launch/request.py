@@ -58,6 +58,7 @@ class LaunchRequest:
     progress_every: int = _option(10)
     memory_cap_mb: int = _option(0, "address-space cap per rank (CPU OOM); 0 = none")
     env_lock: str | None = _option(None, "the environment's lock file (hashed into the header)")
+    options: str = _option("", "the framework's declared options, name=value,... (framework_options.<framework>)")
     python_env: str = _option(
         "lock", "lock: a venv built from env_lock; site: the site's own Python (run.python)", choices=PYTHON_ENVS
     )

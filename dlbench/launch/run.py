@@ -12,18 +12,16 @@ from dlbench.launch.container import ImageMismatch
 from dlbench.launch.launchers import launcher_for, this_rank
 from dlbench.launch.record import set_aside_earlier_attempt, write_launch_record
 from dlbench.launch.request import LaunchRequest
-from dlbench.models import CATALOGUE
-from dlbench.runners import run_layout
+from dlbench.launch.worker import LOG_NOT_WRITTEN, run_rank
+from dlbench.runners import capabilities, run_layout
 from dlbench.runners.base import Distributed, RunSpec
 from dlbench.steplog import rank_log_name
-from dlbench.worker import LOG_NOT_WRITTEN, run_rank
 
 
 def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
     coords = request.coords
-    meta = CATALOGUE[coords.model]
     if coords.batch == "max":
-        from dlbench.batch_search import read_result
+        from dlbench.launch.max_batch import read_result
 
         if not request.max_batch_file:
             sys.exit("dlbench: --batch max needs --max-batch-file")
@@ -35,8 +33,8 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
     return RunSpec(
         coords=coords,
         batch=batch,
-        image_size=request.image_size or meta.get("default_image_size", 0),
-        seq_len=request.seq_len or meta.get("default_seq_len", 0),
+        image_size=request.image_size,
+        seq_len=request.seq_len,
         threads=max(1, request.threads // max(1, dist.local_world_size)),
         device=request.device,
         local_devices=run_layout(coords).local_devices,
@@ -45,6 +43,7 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
         dist=dist,
         data_dir=request.data_dir,
         data_workers=max(1, request.data_workers),
+        options=capabilities(coords.framework).parse_options(request.options),
     )
 
 

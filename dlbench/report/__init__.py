@@ -7,7 +7,7 @@ model (throughput table per batch group, throughput figure, speedup figure with 
 line, cells without a number and why), published vs measured.
 
 `cells` builds the table entries, `sections` the page's data, `page` renders it with
-Jinja2 (dlbench/templates/); figures are drawn by `dlbench.figures`.
+Jinja2 (dlbench/templates/); figures are drawn by `dlbench.plots.figures`.
 """
 
 from dlbench.report.cells import cell_id, compact_reason, finding_html, throughput_tables

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import figures as figs
 from dlbench import labels
+from dlbench.analysis.stats import finite
 from dlbench.campaigns import Campaign, history, load
 from dlbench.campaigns import compare as cmp
 from dlbench.campaigns.published import MISSING, find, import_published
 from dlbench.coords import CELL_FIELDS
+from dlbench.plots import figures as figs
 from dlbench.report.cells import throughput_tables
-from dlbench.stats import finite
 
 # Published campaigns shown whole (tables and scaling figure); the others are listed.
 SHOWN = ("seed000-nvidia_dgx_1",)

@@ -7,10 +7,11 @@ import re
 import pandas as pd
 from markupsafe import Markup, escape
 
-from dlbench import findings as fnd
-from dlbench import labels, sanity, tables
+from dlbench import labels
+from dlbench.analysis import sanity, tables
+from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE, CellKey
-from dlbench.stats import finite
+from dlbench.findings import vocabulary as fnd
 
 REASON_CHARS = 400  # a failure reason longer than this is cut in the notes (full text on hover)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench import check_figures, labels
-from dlbench import figures as figs
-from dlbench.checks import run_name
-from dlbench.drift import drift_table, in_run_order
-from dlbench.placement import placement_table
-from dlbench.stats import finite
+from dlbench import labels
+from dlbench.analysis.drift import drift_table, in_run_order
+from dlbench.analysis.placement import placement_table
+from dlbench.analysis.stats import finite
+from dlbench.findings.checks import run_name
+from dlbench.plots import checks as check_figures
+from dlbench.plots import figures as figs
 
 
 def _ms(value) -> str:

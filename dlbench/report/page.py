@@ -7,18 +7,18 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from dlbench import environment as environments
-from dlbench import figures as figs
-from dlbench import findings as fnd
 from dlbench import labels
-from dlbench.checks import check_findings
+from dlbench.analysis import environment as environments
+from dlbench.analysis.stats import finite
+from dlbench.findings import grid as fnd
+from dlbench.findings.checks import check_findings
+from dlbench.plots import figures as figs
 from dlbench.provenance import sha256_file
 from dlbench.report.campaigns import generated_text
 from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
 from dlbench.report.checks import section as checks_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
-from dlbench.stats import finite
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -66,7 +66,7 @@ def render(
     campaigns: dict | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
-    (dlbench.environment); without it, what runs.csv says."""
+    (dlbench.analysis.environment); without it, what runs.csv says."""
     if not cells.empty:
         # Read back from CSV, n and repeats are floats where an N/A cell has none.
         cells = cells.assign(
@@ -81,7 +81,7 @@ def render(
     return _template().render(
         generated=generated or generated_text(environment),
         protocol=protocol,
-        method=method(protocol, config, cells, noisy_cv),
+        method=method(protocol, config, cells, noisy_cv, runs),
         environment=environment if environment is not None else environments.from_runs(runs),
         overall=[finding_html(f) for f in found if f.model is None],
         summary_figure=summary_figure(cells),

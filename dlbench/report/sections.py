@@ -4,38 +4,50 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench import figures as figs
-from dlbench import findings as fnd
 from dlbench import labels
-from dlbench.aggregate import real_data_pairs
+from dlbench.analysis.aggregate import real_data_pairs
+from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
-from dlbench.models import CATALOGUE
+from dlbench.findings import vocabulary as fnd
+from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.plots import figures as figs
 from dlbench.report.cells import cell_id, finding_html, throughput_tables
-from dlbench.stats import finite
 
 
-def _input_sizes(models: list[str], run: dict) -> list[str]:
-    sizes = []
+def ran_sizes(models: list[str], run: dict, runs: pd.DataFrame | None) -> dict[str, tuple[int, int]]:
+    """Per model, the (image size, sequence length) its runs trained at, as runs.csv records them
+    from the step-log headers; a model without recorded runs: what the config would give."""
+    sizes = {}
     for m in models:
-        spec = CATALOGUE.get(m, {})
-        if spec.get("kind") == "text":
-            n = run.get("seq_len") or spec.get("default_seq_len")
-            sizes.append(f"{labels.model_title(m)}: sequences of {n} tokens")
+        recorded = runs[runs["model"] == m] if runs is not None and "image_size" in runs else None
+        if recorded is not None and recorded["image_size"].notna().any():
+            first = recorded[recorded["image_size"].notna()].iloc[0]
+            sizes[m] = (int(first["image_size"] or 0), int(first.get("seq_len") or 0))
         else:
-            n = run.get("image_size") or spec.get("default_image_size")
-            sizes.append(f"{labels.model_title(m)}: {n}×{n} px images")
+            sizes[m] = resolved_sizes(m, run.get("image_size", 0), run.get("seq_len", 0))
     return sizes
 
 
-def method(protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float) -> dict:
-    """What was measured and how: the method section's facts."""
+def _input_sizes(sizes: dict[str, tuple[int, int]]) -> list[str]:
+    texts = []
+    for m, (image_size, seq_len) in sizes.items():
+        if CATALOGUE.get(m, {}).get("kind") == "text":
+            texts.append(f"{labels.model_title(m)}: sequences of {seq_len} tokens")
+        else:
+            texts.append(f"{labels.model_title(m)}: {image_size}×{image_size} px images")
+    return texts
+
+
+def method(
+    protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float, runs: pd.DataFrame | None = None
+) -> dict:
+    """What was measured and how: the method section's facts (sizes: what the runs trained at)."""
     run = config.get("run", {}) or {}
     grid = config.get("grid", {}) or {}
     measured = not cells.empty
     models = list(dict.fromkeys(cells["model"])) if measured else list(grid.get("models", []))
-    smaller = bool(run.get("image_size")) and any(
-        run["image_size"] < CATALOGUE.get(m, {}).get("default_image_size", 0) for m in models
-    )
+    sizes = ran_sizes(models, run, runs)
+    smaller = any(0 < sizes[m][0] < CATALOGUE.get(m, {}).get("default_image_size", 0) for m in models)
     return {
         "units": list(dict.fromkeys(labels.sample_noun(m) for m in models)),
         "frameworks": sorted(set(cells["framework"])) if measured else list(grid.get("frameworks", [])),
@@ -50,12 +62,18 @@ def method(protocol: dict, config: dict, cells: pd.DataFrame, noisy_cv: float) -
             (s, labels.strategy_text(s, cells[cells["strategy"] == s]["framework"]))
             for s in (sorted(set(cells["strategy"])) if measured else [])
         ],
-        "sizes": _input_sizes(models, run),
-        "image_sizes": {run.get("image_size") or CATALOGUE.get(m, {}).get("default_image_size") for m in models},
+        "sizes": _input_sizes(sizes),
+        "image_sizes": {sizes[m][0] for m in models if CATALOGUE.get(m, {}).get("kind") != "text"},
         "smaller_than_published": smaller,
         "device": run.get("device", "cpu"),
         "threads": run.get("threads"),
         "time_limit_s": run.get("time_limit_s"),
+        # framework_options set in the config (the rest at their declared defaults)
+        "framework_options": [
+            (fw, ", ".join(f"{k} = {v}" for k, v in sorted(settings.items())))
+            for fw, settings in sorted((config.get("framework_options") or {}).items())
+            if settings
+        ],
         "noisy_cv": noisy_cv,
         "statistic": str(protocol.get("statistic", "")).replace("_", " "),
     }
@@ -133,7 +151,7 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
 
 
 def sanity_rows(cells: pd.DataFrame) -> list[dict]:
-    """The sanity column: each cell's verdict on its training (dlbench.sanity), its mean
+    """The sanity column: each cell's verdict on its training (dlbench.analysis.sanity), its mean
     first- and last-quarter losses, and why a SUSPECT cell is one."""
     if "sanity" not in cells:
         return []
@@ -176,7 +194,7 @@ def _reference_row(r: pd.Series) -> dict:
 
 
 def published_vs_measured(references: pd.DataFrame | None, settings: dict, found: list[fnd.Finding]) -> dict | None:
-    """The references table (results/tables/references.csv, from dlbench.references): each
+    """The references table (results/tables/references.csv, from dlbench.analysis.references): each
     measured cell beside the published number or baseline it matched, ratio and verdict,
     and a figure of the ratios. None (no section) when there is no such table."""
     if references is None:

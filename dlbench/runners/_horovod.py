@@ -40,7 +40,7 @@ def strategy():
 
 
 # Offset of the Gloo rendezvous port from the run's master port: above the per-rank ports
-# MultiWorkerMirrored uses (master_port + rank) within Slurm's port block (dlbench.slurm).
+# MultiWorkerMirrored uses (master_port + rank) within Slurm's port block (dlbench.launch.slurm).
 RENDEZVOUS_OFFSET = 97
 
 

@@ -9,7 +9,7 @@ environment imports it to validate config and plan the runs):
     Runner        a subclass of `Runner` below
 
 The timing loop, warm-up/measure window, progress output, error classification and
-step-log writing live once, in `dlbench.worker`; a Runner only builds and steps.
+step-log writing live once, in `dlbench.launch.worker`; a Runner only builds and steps.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from dlbench.coords import RunCoords
+from dlbench.models import resolved_sizes
+from dlbench.runners import capabilities
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,21 @@ class RunSpec:
     compile: bool = False
     seed: int = 0
     # Real data (coords.data == "real"): the framework's converted dataset
-    # (dlbench.data.paths.dataset_path) and the input pipeline's worker processes/threads,
+    # (dlbench.planning.datasets.dataset_path) and the input pipeline's worker processes/threads,
     # from the rank's CPU allocation (launcher).
     data_dir: str = ""
     data_workers: int = 1
     dist: Distributed = field(default_factory=Distributed)
+    # The framework's declared options (Capabilities.options), every one with its value.
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        # "0 = the model's default" is resolved here, once: runners read the sizes as given.
+        image_size, seq_len = resolved_sizes(self.coords.model, self.image_size, self.seq_len)
+        object.__setattr__(self, "image_size", image_size)
+        object.__setattr__(self, "seq_len", seq_len)
+        # Every declared option has its value: the request's, else the declaration's default.
+        object.__setattr__(self, "options", capabilities(self.coords.framework).option_values(self.options))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,7 +104,7 @@ class Runner:
 
     def step_events(self, steps: int):
         """Device events that time `steps` steps so that the timed loop syncs only at the
-        window's ends (dlbench.worker, docs/gpu.md): an object with mark() (record an event)
+        window's ends (dlbench.launch.worker, docs/gpu.md): an object with mark() (record an event)
         and seconds() (between consecutive marks, after a sync). None: per-step sync()."""
         return None
 

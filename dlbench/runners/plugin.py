@@ -18,7 +18,7 @@ from dlbench.coords import SAFE_NAME, SINGLE_DEVICE, Scale
 from dlbench.models import CATALOGUE
 
 DATA_KINDS = ("synthetic", "real")
-# Dataset formats dlbench.data.paths knows how to lay out (and data.smk to convert to).
+# Dataset formats dlbench.planning.datasets knows how to lay out (and data.smk to convert to).
 DATASET_FORMATS = ("tfrecord", "imagefolder", "recordio", "bert")
 # run.device values; the CPU is every framework's own environment (`env`).
 DEVICES = ("cpu", "cuda")
@@ -117,6 +117,72 @@ class Strategy:
         return None
 
 
+OPTION_VALUE = r"[A-Za-z0-9_.-]+"  # travels on the launcher's command line unquoted
+
+
+@dataclass(frozen=True)
+class Option:
+    """A framework's own knob, declared with its plug-in (as Ramble's `workload_variable(name,
+    default, description)`): set in the config under `framework_options.<framework>.<name>`,
+    checked at planning time, passed to the ranks in the launch request (`--options`), recorded
+    in the header's `framework.options` and the report's method section."""
+
+    name: str
+    default: bool | int | str
+    description: str  # one line for people
+    choices: tuple = ()  # allowed values (empty: any of the default's type)
+
+    def problem(self, value) -> str | None:
+        """None if `value` may be set, else why not."""
+        kind = type(self.default)
+        if type(value) is not kind:  # bool is an int: compare exact types
+            return f"{value!r}: expected a value of type {kind.__name__}"
+        if self.choices and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+        if kind is str and not re.fullmatch(OPTION_VALUE, value):
+            return f"{value!r} is not allowed (must match {OPTION_VALUE})"
+        return None
+
+    def parse(self, text: str):
+        """The value of its command-line text (Option.text's inverse)."""
+        kind = type(self.default)
+        return text == "true" if kind is bool else kind(text)
+
+    @staticmethod
+    def text(value) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class StrategyClasses:
+    """A framework's strategy classes, each bound to the names it implements by `@binds(...)`
+    on the class itself (as ReFrame's `@register_launcher("srun")` binds a launcher), so no
+    runner keeps a name table or an if-chain. `single` is the single-device strategy's name."""
+
+    def __init__(self, framework: str):
+        self.framework = framework
+        self._classes: dict[str, type] = {}
+
+    def binds(self, *names: str):
+        def bind(cls: type) -> type:
+            for name in names:
+                if name in self._classes:
+                    raise ValueError(f"{self.framework}: strategy {name!r} is bound twice")
+                self._classes[name] = cls
+            return cls
+
+        return bind
+
+    def __call__(self, name: str) -> type:
+        """The class of strategy `name`; a name no class binds is a clear failure."""
+        if name not in self._classes:
+            raise ValueError(f"{self.framework}: strategy {name!r} has no class (bound: {', '.join(self._classes)})")
+        return self._classes[name]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._classes)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What one framework offers, declared once in its module (docs/plugins.md)."""
@@ -137,6 +203,7 @@ class Capabilities:
     unavailable_devices: Mapping[str, str] = field(default_factory=dict)  # {device: reason}
     # Precisions that run on CUDA devices only, with why ({"amp": "..."}): N/A cells elsewhere.
     cuda_only_precisions: Mapping[str, str] = field(default_factory=dict)
+    options: tuple[Option, ...] = ()  # its own knobs (config: framework_options.<framework>)
 
     def __post_init__(self) -> None:
         owner = "Capabilities"
@@ -161,7 +228,39 @@ class Capabilities:
         if not set(self.cuda_only_precisions) <= set(self.precisions):
             _fail(owner, "cuda_only_precisions", f"expected some of precisions {self.precisions}")
         object.__setattr__(self, "strategies", tuple(self.strategies))
+        object.__setattr__(self, "options", tuple(self.options))
         self._check_names(owner)
+        if not all(isinstance(o, Option) and o.problem(o.default) is None for o in self.options):
+            _fail(owner, "options", "expected Option records whose defaults they allow")
+
+    def option_values(self, settings: Mapping | None = None) -> dict:
+        """Every declared option's value: `settings`' (already checked), else its default."""
+        return {o.name: (settings or {}).get(o.name, o.default) for o in self.options}
+
+    def options_problem(self, settings: Mapping) -> str | None:
+        """None if `settings` ({name: value}) names declared options with allowed values, else
+        `<name>: <why>` for the first that does not."""
+        declared = {o.name: o for o in self.options}
+        for name, value in settings.items():
+            if name not in declared:
+                return f"{name}: unknown option; declared: {', '.join(declared) or 'none'}"
+            problem = declared[name].problem(value)
+            if problem:
+                return f"{name}: {problem}"
+        return None
+
+    def options_text(self, settings: Mapping | None = None) -> str:
+        """The options as the launch request carries them: `name=value,...` (all of them)."""
+        return ",".join(f"{k}={Option.text(v)}" for k, v in self.option_values(settings).items())
+
+    def parse_options(self, text: str) -> dict:
+        """`options_text`'s inverse, with defaults for what it leaves out."""
+        declared = {o.name: o for o in self.options}
+        given = dict(item.split("=", 1) for item in text.split(",") if item)
+        unknown = set(given) - set(declared)
+        if unknown:
+            raise ValueError(f"unknown option(s) {sorted(unknown)}; declared: {sorted(declared)}")
+        return self.option_values({k: declared[k].parse(v) for k, v in given.items()})
 
     def _check_names(self, owner: str) -> None:
         for model in (*self.models, *self.unavailable_models):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from dlbench import images
+from dlbench.images import podman as images
 from tests.conftest import REPO
 
 STORE = images.images_dir()
@@ -31,7 +31,7 @@ pytestmark = [
         reason=f"no MXNet image in {STORE} to rebuild cheaply (bash tools/containers.sh)",
     ),
 ]
-BUILD = [sys.executable, "-m", "dlbench.images", "build", "mxnet"]
+BUILD = [sys.executable, "-m", "dlbench.images.podman", "build", "mxnet"]
 
 
 def test_a_build_killed_mid_save_leaves_the_pinned_image_alone(tmp_path):

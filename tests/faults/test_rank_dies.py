@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.aggregate import summarize_run
+from dlbench.analysis.aggregate import summarize_run
 from dlbench.coords import RunCoords
 from dlbench.launch.launchers import RANK_DEATH_GRACE_S
 from tests.conftest import REPO, framework_python

@@ -2,7 +2,7 @@
 (data.images.source, data.text.corpus) go through the data rules' shell commands for real,
 named with every shell metacharacter a path may hold. They must arrive as one argument each
 and run nothing. (Every other config value that reaches a shell is an integer, a number or
-an enum the schema checks; the training command is shell-quoted by dlbench.deployment.)
+an enum the schema checks; the training command is shell-quoted by dlbench.planning.deployment.)
 """
 
 import json
@@ -13,7 +13,8 @@ import sys
 import pytest
 import yaml
 
-from dlbench.data import imagenet, paths
+from dlbench.data import imagenet
+from dlbench.planning import datasets as paths
 from tests.conftest import REPO, framework_python
 
 pytestmark = [

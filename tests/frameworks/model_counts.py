@@ -1,7 +1,7 @@
 """Each framework's models as its runner builds them, counted in the framework's environment:
 trainable parameters, and forward FLOPs at 224 px (2 x the multiply-adds of the convolutions
 and matrix products; pooling, normalisation and activations are not counted, as PyTorch's
-FlopCounterMode, which dlbench/flops.py uses, does not count them). BERT-base: parameters only."""
+FlopCounterMode, which dlbench/analysis/flops.py uses, does not count them). BERT-base: parameters only."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ multiply-adds of convolutions and matrix products, tests/frameworks/model_counts
 the differences named below (docs/frameworks/equivalence.md says why they stay).
 
 Reference: torchvision's models and Hugging Face's BertForPreTraining (the PyTorch runner's),
-whose FLOP counts dlbench/flops.py gives every framework's cells. About a minute a framework
+whose FLOP counts dlbench/analysis/flops.py gives every framework's cells. About a minute a framework
 (TensorFlow allocates VGG-16's 138 M parameters), hence slow."""
 
 import pytest

@@ -63,7 +63,7 @@ def test_modules_declare_capabilities_without_importing_paddle_or_oneflow():
 
 
 def test_amp_on_the_cpu_and_every_oneflow_cell_are_planned_na_with_the_reason():
-    from dlbench.grid import expand
+    from dlbench.planning.grid import expand
 
     grid = {
         "frameworks": ["paddle", "oneflow"],
@@ -228,7 +228,7 @@ def test_a_five_framework_grid_plans_every_cell_or_names_why_not(tmp_path):
     """snakemake -n of TensorFlow, PyTorch, MXNet, PaddlePaddle and OneFlow x ResNet-50, VGG-16,
     BERT-base: every runnable cell is a train job, every other one has its reason."""
 
-    from dlbench.grid import expand
+    from dlbench.planning.grid import expand
 
     grid = {
         "frameworks": ["tensorflow", "pytorch", "mxnet", "paddle", "oneflow"],

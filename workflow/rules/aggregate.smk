@@ -18,7 +18,7 @@ rule model_flops:
         image_size=config["run"]["image_size"],
         seq_len=config["run"]["seq_len"],
     shell:
-        "PYTHONPATH={params.repo} {params.python} -m dlbench.flops --model {wildcards.model}"
+        "PYTHONPATH={params.repo} {params.python} -m dlbench.analysis.flops --model {wildcards.model}"
         " --image-size {params.image_size} --seq-len {params.seq_len} --out {output} > {log} 2>&1"
 
 

@@ -4,13 +4,18 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.io import apply_wildcards
 
-from dlbench import config as dlbench_config
-from dlbench import jobs as dlbench_jobs
+from dlbench.planning import config as dlbench_config
+from dlbench.planning import jobs as dlbench_jobs
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
-from dlbench.containers import ContainerError
-from dlbench.data import paths as data_paths
-from dlbench.deployment import CommandClasses, Deployment, Placeholders, RunWildcards
+from dlbench.images.apptainer import ContainerError
+from dlbench.planning import datasets as data_paths
+from dlbench.planning.deployment import (
+    CommandClasses,
+    Deployment,
+    Placeholders,
+    RunWildcards,
+)
 
 try:
     GRID = dlbench_config.checked_grid(config)
@@ -30,7 +35,7 @@ RECORDED_RUNS = dlbench_jobs.recorded_runs()
 MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}.json"
 ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
-# Input and params functions whose answer depends on the deployment (dlbench/deployment.py).
+# Input and params functions whose answer depends on the deployment (dlbench/planning/deployment.py).
 framework_env, framework_python = DEPLOY.venv_inputs, DEPLOY.venv_python
 
 
@@ -68,7 +73,7 @@ def threads_per_run():
 
 
 def train_command(wildcards):
-    """The launcher's command line in the run's environment (dlbench/deployment.py)."""
+    """The launcher's command line in the run's environment (dlbench/planning/deployment.py)."""
     max_batch = next(iter(max_batch_result(wildcards)), None)
     return DEPLOY.command(
         wildcards, DEPLOY.launch_arguments(wildcards, GRID.protocol, max_batch)

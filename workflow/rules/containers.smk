@@ -5,8 +5,8 @@
 # with the NGC recipes (containers/*.def): cluster only, never built here.
 import sys
 
-from dlbench import images as dlbench_images
-from dlbench.deployment import IMAGE_RECORD
+from dlbench.images import podman as dlbench_images
+from dlbench.planning.deployment import IMAGE_RECORD
 from dlbench.launch.container import image_name
 
 IMAGE_STORE = DEPLOY.image_store
@@ -38,7 +38,7 @@ rule podman_base:
     params:
         python=sys.executable,
     shell:
-        "{params.python} -m dlbench.images base --images $(dirname {output}) > {log} 2>&1"
+        "{params.python} -m dlbench.images.podman base --images $(dirname {output}) > {log} 2>&1"
 
 
 rule podman_image:
@@ -66,7 +66,7 @@ rule podman_image:
     params:
         python=sys.executable,
     shell:
-        "{params.python} -m dlbench.images build {wildcards.framework}"
+        "{params.python} -m dlbench.images.podman build {wildcards.framework}"
         " --images $(dirname {output}) > {log} 2>&1"
 
 
@@ -104,8 +104,8 @@ rule container_image:
         " (docs/containers.md)' >&2; exit 1; fi\n"
         "log=$(realpath -m {log})\n"
         "cd $(dirname {input.recipe})/..\n"
-        "{params.python} -m dlbench.containers check --for-build {wildcards.framework}\n"
-        "recipe=$({params.python} -m dlbench.containers stage {wildcards.framework} {params.stage})\n"
+        "{params.python} -m dlbench.images.apptainer check --for-build {wildcards.framework}\n"
+        "recipe=$({params.python} -m dlbench.images.apptainer stage {wildcards.framework} {params.stage})\n"
         "cd {params.stage} && apptainer build {params.build_args} {output.image} $recipe > $log 2>&1"
 
 

@@ -1,7 +1,7 @@
 # Datasets of `data: real` runs (README, Datasets): an ImageNet-layout directory (generated,
 # or data.images.source) converted to each dataset format the frameworks read (their
 # capabilities' image_format), in the environment of the framework that `converts` it, and
-# BERT pre-training examples. Paths and file lists: dlbench/data/paths.py.
+# BERT pre-training examples. Paths and file lists: dlbench/planning/datasets.py.
 import shlex
 from types import SimpleNamespace
 

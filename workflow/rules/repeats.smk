@@ -1,9 +1,9 @@
-# Adaptive repeats (protocol.repeats: auto; dlbench/adaptive.py): after a cell's n-th repeat
+# Adaptive repeats (protocol.repeats: auto; dlbench/analysis/adaptive.py): after a cell's n-th repeat
 # a checkpoint decides whether it needs another; aggregate and audit take every cell's runs
 # up to the decision that stopped it. Fixed repeats: nothing here is in the DAG.
 from snakemake.exceptions import IncompleteCheckpointException
 
-from dlbench import adaptive as dlbench_adaptive
+from dlbench.analysis import adaptive as dlbench_adaptive
 from dlbench.coords import CELL_FIELDS
 
 ADAPTIVE = GRID.protocol["repeats"] == "auto"

@@ -1,16 +1,16 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
-from dlbench import deployment as dlbench_deployment
-from dlbench import placement as dlbench_placement
-from dlbench import run_order as dlbench_run_order
+from dlbench.planning import deployment as dlbench_deployment
+from dlbench.analysis import placement as dlbench_placement
+from dlbench.planning import run_order as dlbench_run_order
 from dlbench.coords import RUN_LOG_TEMPLATE, Scale
-from dlbench.slurm import RECORD as SLURM_RECORD
+from dlbench.launch.slurm import RECORD as SLURM_RECORD
 
 try:
     TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
 except ValueError as error:
     raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
-# Runs start interleaved across cells in a seeded order (dlbench/run_order.py).
+# Runs start interleaved across cells in a seeded order (dlbench/planning/run_order.py).
 RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
 RUN_PRIORITY = dlbench_jobs.known_signature(
     dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
@@ -43,7 +43,7 @@ rule find_max_batch:
         "../scripts/find_max_batch.py"
 
 
-# One rule per job shape (scale × processes per node; dlbench/jobs.py), named train_<scale>
+# One rule per job shape (scale × processes per node; dlbench/planning/jobs.py), named train_<scale>
 # or train_<scale>_p<processes per node>: each has static Slurm resources, so a large grid's
 # DAG needs no resource function per job. Per-rule settings: --set-resources train_2x4:...
 for shape, strategies in TRAIN_SHAPES.items():
@@ -100,7 +100,7 @@ rule run_order:
 # A run whose Slurm job ended (scancel, time limit, node failure) in an earlier invocation,
 # before its launcher wrote launch.json, is recorded as Slurm ended it by a local job, not
 # run again in a full-size allocation. Snakemake's own --retries within one invocation do
-# run it again (dlbench.slurm.previous_attempt). Defined only when there are such runs.
+# run it again (dlbench.launch.slurm.previous_attempt). Defined only when there are such runs.
 if ENDED_RUNS:
 
     rule record_ended_run:

@@ -3,8 +3,8 @@ environment.json and results/campaign.json (dlbench.analysis.derive: the one der
 
 import sys
 
-from dlbench import grid
 from dlbench.analysis.derive import derive, flops_counts
+from dlbench.planning import grid
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 

@@ -3,7 +3,8 @@
 import sys
 from pathlib import Path
 
-from dlbench import audit, grid
+from dlbench.analysis import audit
+from dlbench.planning import grid
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 

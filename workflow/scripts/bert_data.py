@@ -4,8 +4,9 @@ the config schema's."""
 
 import argparse
 
-from dlbench.config import schema_defaults
-from dlbench.data import bert, paths, run_job
+from dlbench.data import bert, run_job
+from dlbench.planning import datasets as paths
+from dlbench.planning.schema import schema_defaults
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--out", required=True, help="output directory (examples.npz, vocab.txt, manifest.json)")

@@ -4,7 +4,7 @@ import sys
 
 import pandas as pd
 
-from dlbench import figures
+from dlbench.plots import figures
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 

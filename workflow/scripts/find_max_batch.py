@@ -2,7 +2,7 @@
 
 import sys
 
-from dlbench import batch_search
+from dlbench.planning import batch_search
 from dlbench.protocol import resolve as resolve_protocol
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115

@@ -4,7 +4,7 @@ import sys
 
 import pandas as pd
 
-from dlbench import references, tables
+from dlbench.analysis import references, tables
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 

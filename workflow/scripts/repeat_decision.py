@@ -1,4 +1,4 @@
-"""Checkpoint repeat_decision: a cell's repeats 1..n → whether it needs another (dlbench.adaptive)."""
+"""Checkpoint repeat_decision: a cell's repeats 1..n → whether it needs another (dlbench.analysis.adaptive)."""
 
 import json
 import sys
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench import adaptive, protocol, sanity
-from dlbench.aggregate import summarize_run
+from dlbench import protocol
+from dlbench.analysis import adaptive, sanity
+from dlbench.analysis.aggregate import summarize_run
 from dlbench.coords import CELL_FIELDS, RunCoords
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115

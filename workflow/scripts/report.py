@@ -4,7 +4,8 @@ numbers (its campaigns section) → results/report/index.html."""
 import sys
 from pathlib import Path
 
-from dlbench import grid, report
+from dlbench import report
+from dlbench.planning import grid
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
 

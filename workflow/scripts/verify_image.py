@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from dlbench.containers import LOCK_PATH, ContainerError, verify_image  # noqa: E402
+from dlbench.images.apptainer import LOCK_PATH, ContainerError, verify_image  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 from dlbench.workload import sgd_lr
@@ -79,7 +78,7 @@ class Runner(BaseRunner):
         spec, jax = self.spec, self.jax
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         model = models.build(spec.coords.model, self.dtype)
-        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        size = spec.image_size
         # This process's share of the global batch (batch × its devices), put on its devices.
         rank = spec.dist.rank
         images, labels = train.synthetic_batch(spec.batch * spec.local_devices, size, spec.seed + rank, models.CLASSES)

@@ -12,7 +12,7 @@ import sys
 from dlbench.runners import _cuda_wheels, _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.mxnet import models, pipeline, strategies
-from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
+from dlbench.runners.plugin import Capabilities, Option, ProcessLayout, Strategy
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_MOMENTUM, sgd_lr
 
 # mxnet-cu112's libmxnet.so's CUDA libraries, dependencies first (envs/mxnet-cuda.in).
@@ -29,6 +29,9 @@ CUDA_LIBRARIES = (
     "libnccl.so.2",
     "libnvToolsExt.so.1",
 )
+# How a step's end is waited for (docs/frameworks/mxnet.md): every engine op, or the last loss only.
+SYNC_MODES = ("waitall", "loss")
+
 CAPABILITIES = Capabilities(
     label="MXNet",
     colour="#1f77b4",
@@ -56,10 +59,17 @@ CAPABILITIES = Capabilities(
         _horovod.strategy(),
     ),
     device_envs={"cuda": "mxnet-cuda"},  # envs/mxnet-cuda.txt (docs/gpu.md)
+    options=(
+        Option(
+            "sync",
+            "waitall",
+            "how a step's end is waited for: waitall (mx.nd.waitall, every engine op) or loss (its last loss)",
+            choices=SYNC_MODES,
+        ),
+    ),
 )
 
 # What sync() waits for (docs/frameworks/mxnet.md): the last step's loss, or every queued operator.
-SYNC_MODES = ("loss", "waitall")
 # MXNet's fused self-attention kernels are float32-only on the CPU and missing from AMP's
 # bfloat16 lists (they would get bfloat16 inputs and fail).
 _CPU_FP32_ATTENTION_OPS = ["_contrib_interleaved_matmul_selfatt_qk", "_contrib_interleaved_matmul_selfatt_valatt"]
@@ -74,9 +84,7 @@ class Runner(BaseRunner):
         self.strategy = strategies.for_run(spec, CAPABILITIES.strategy_names)
         self.trainer = None
         self._pending = None  # the losses of the last step, until sync() waits for them
-        self.sync_mode = os.environ.get("DLBENCH_MXNET_SYNC", "waitall")
-        if self.sync_mode not in SYNC_MODES:
-            raise ValueError(f"mxnet: DLBENCH_MXNET_SYNC={self.sync_mode!r}, expected one of {SYNC_MODES}")
+        self.sync_mode = spec.options["sync"]
         self.strategy.check(spec)
         if "mxnet" in sys.modules:
             # Thread and DMLC variables are read once, at import: too late to set them now.

@@ -4,7 +4,7 @@ does not import MXNet."""
 
 from __future__ import annotations
 
-from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.models import IMAGE_CLASSES
 from dlbench.workload import BERT_BASE, MAX_PREDICTIONS_PER_SEQ, MLM_WEIGHT_EPSILON
 
 # model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
@@ -193,7 +193,7 @@ def synthetic_batch(mx, spec, ctxs, text_shape=None):
         length, masked = text_shape or (spec.seq_len, min(MAX_PREDICTIONS_PER_SEQ, spec.seq_len))
         inputs, labels = _bert_batch(mx, ctx, b, length, masked)
     else:
-        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        size = spec.image_size
         inputs = (mx.nd.random.normal(shape=(b, 3, size, size), ctx=ctx),)
         labels = (mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32"),)
     replicas = [(inputs, labels)] + [

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-from dlbench.models import CATALOGUE
 from dlbench.workload import BERT_BASE
 
 # ImageNet's per-channel mean and standard deviation (0-255 scale) as MXNet's
@@ -49,7 +48,7 @@ class ImagePipeline:
 
     def _iter_args(self, batch: int, parts: int, index: int) -> dict:
         spec = self.spec
-        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        size = spec.image_size
         return dict(
             path_imgrec=self.rec,
             path_imgidx=self.idx,

@@ -12,6 +12,9 @@ import threading
 import weakref
 
 from dlbench.runners.mxnet import ps_lite
+from dlbench.runners.plugin import StrategyClasses
+
+STRATEGIES = StrategyClasses("mxnet")
 
 # {strategy: reason}: strategies that need CUDA devices.
 CUDA_ONLY = {
@@ -19,6 +22,7 @@ CUDA_ONLY = {
 }
 
 
+@STRATEGIES.binds("single")
 class Single:
     """One process, one device, no kvstore."""
 
@@ -74,6 +78,7 @@ class Single:
         pass
 
 
+@STRATEGIES.binds("device", "nccl")
 class MultiDevice(Single):
     """kvstore `device` / `nccl`: one process drives all its node's devices (a list of
     contexts) and the kvstore sums their gradients."""
@@ -111,6 +116,7 @@ class MultiDevice(Single):
         }
 
 
+@STRATEGIES.binds("dist_sync")
 class DistSync(Single):
     """kvstore `dist_sync`: one process per device, ps-lite scheduler and servers started by
     the ranks themselves; the servers sum the gradients and run the optimizer."""
@@ -194,6 +200,7 @@ class DistSync(Single):
             done.set()
 
 
+@STRATEGIES.binds("horovod")
 class Horovod(Single):
     """One process per device, `hvd.DistributedTrainer` (gradients averaged by allreduce);
     the Gloo rendezvous without horovodrun (dlbench.runners._horovod)."""
@@ -235,12 +242,9 @@ class Horovod(Single):
                 self.rendezvous.stop()
 
 
-STRATEGIES = {"single": Single, "dist_sync": DistSync, "device": MultiDevice, "nccl": MultiDevice, "horovod": Horovod}
-
-
 def for_run(spec, offered: tuple[str, ...]):
     """The strategy object of `spec`; an unknown strategy is a clear failure."""
     name = spec.coords.strategy
     if name != "single" and name not in offered:
         raise ValueError(f"mxnet: strategy {name!r} not offered (have {offered})")
-    return STRATEGIES[name](name)
+    return STRATEGIES(name)(name)

@@ -12,12 +12,8 @@ import os
 from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
+from dlbench.runners.paddle.reasons import AMP_CPU_REASON
 from dlbench.runners.plugin import Capabilities, Strategy
-
-# paddle.amp's autocast casts on GPUs only (docs/frameworks/paddle.md).
-AMP_CPU_REASON = (
-    "PaddlePaddle 3.3's CPU build leaves paddle.amp.auto_cast a no-op on CPUPlace and has no bfloat16 conv2d CPU kernel"
-)
 
 CAPABILITIES = Capabilities(
     label="PaddlePaddle",
@@ -70,7 +66,7 @@ class Runner(BaseRunner):
 
     def _build_cnn(self, train) -> None:
         spec = self.spec
-        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        size = spec.image_size
         model, self.params = train.image_model(spec.coords.model, spec.seed)
         self.trainer = train.Trainer(model, spec, train.optimizer(spec, model, False), train.image_loss)
         self.prepare = self.trainer.normalised

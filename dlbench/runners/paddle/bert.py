@@ -10,7 +10,6 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from dlbench.models import CATALOGUE
 from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 IGNORE = -100  # labels of positions that are no masked-LM target
@@ -77,7 +76,7 @@ def fields(*batch):
 def synthetic_batch(batch: int, seq_len: int, seed: int) -> list:
     """Random tokens, 15 % of positions masked-LM targets, random next-sentence labels;
     sentence B the second half (as the PyTorch runner's synthetic batch)."""
-    seq = seq_len or CATALOGUE["bert_base"]["default_seq_len"]
+    seq = seq_len
     rng = np.random.default_rng(seed)
     ids = rng.integers(1000, BERT_BASE["vocab_size"], (batch, seq))
     masked = rng.random((batch, seq)) < BERT_BASE["max_predictions_per_seq_fraction"]

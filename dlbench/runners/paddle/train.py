@@ -8,7 +8,7 @@ import numpy as np
 import paddle
 
 from dlbench.models import IMAGE_CLASSES
-from dlbench.runners.paddle import AMP_CPU_REASON
+from dlbench.runners.paddle.reasons import AMP_CPU_REASON
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 

@@ -8,7 +8,7 @@ from dlbench.models import CATALOGUE
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
-from dlbench.runners.plugin import Capabilities, Strategy
+from dlbench.runners.plugin import Capabilities, Option, Strategy
 from dlbench.runners.pytorch import clock, models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
@@ -32,6 +32,14 @@ CAPABILITIES = Capabilities(
         _horovod.strategy(),
     ),
     device_envs={"cuda": "pytorch-cuda"},  # envs/pytorch-cuda.txt (docs/gpu.md)
+    options=(
+        Option(
+            "dali",
+            True,
+            "real images through NVIDIA DALI on CUDA where it is installed (seed 002's pipeline); "
+            "false: torchvision's DataLoader",
+        ),
+    ),
 )
 
 
@@ -113,9 +121,9 @@ class Runner(BaseRunner):
                 batch = models.pretraining_batch(torch, spec, generator)
                 self.inputs = {k: v.to(self.device) for k, v in batch.items()}
             return
-        size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        size = spec.image_size
         if self.real_data:
-            self.dali = use_dali(spec.device)
+            self.dali = use_dali(spec.device, spec.options["dali"])
             if self.dali:
                 self.batches = pipeline.dali_loader(spec, size)
             else:

@@ -1,5 +1,5 @@
 """Per-step times on a CUDA device without draining its queue every step: one CUDA event
-recorded on the current stream after each step (the timed loop's `mark()`, dlbench.worker),
+recorded on the current stream after each step (the timed loop's `mark()`, dlbench.launch.worker),
 read once the window's end has been synchronised. docs/gpu.md says why and what it costs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ CLOCK = "torch.cuda.Event (per step), time.perf_counter (after each sync)"
 class CudaStepEvents:
     def __init__(self, torch, steps: int):
         # Made before the loop: one before the first step, one after each, one after the
-        # warm-up's sync (dlbench.worker._window_sync).
+        # warm-up's sync (dlbench.launch.worker._window_sync).
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 2)]
         self.count = 0
 

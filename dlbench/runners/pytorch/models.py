@@ -3,7 +3,7 @@ this module does not import torch."""
 
 from __future__ import annotations
 
-from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.models import IMAGE_CLASSES
 from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 # model -> (torchvision constructor, its keyword arguments)
@@ -68,7 +68,7 @@ def pretraining_loss(torch, outputs, labels, next_sentence_label):
 def pretraining_batch(torch, spec, generator) -> dict:
     """A synthetic pre-training batch: random tokens, 15 % of positions masked-LM targets,
     random next-sentence labels; sentence B is the second half of the sequence."""
-    batch, seq = spec.batch, spec.seq_len or CATALOGUE["bert_base"]["default_seq_len"]
+    batch, seq = spec.batch, spec.seq_len
     input_ids = torch.randint(1000, BERT_BASE["vocab_size"], (batch, seq), generator=generator)
     masked = torch.rand(batch, seq, generator=generator) < BERT_BASE["max_predictions_per_seq_fraction"]
     labels = torch.where(masked, input_ids, torch.full_like(input_ids, -100))

@@ -4,15 +4,14 @@ examples (docs/frameworks/pytorch.md). Importing this module does not import tor
 from __future__ import annotations
 
 import importlib.util
-import os
 
 from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD
 
 
-def use_dali(device: str) -> bool:
+def use_dali(device: str, enabled: bool = True) -> bool:
     """Real images through NVIDIA DALI when it is installed and the run is on CUDA (as seed 002
-    did), unless DLBENCH_DALI=0; the header's input_pipeline says which ran."""
-    if device != "cuda" or os.environ.get("DLBENCH_DALI", "1") == "0":
+    did), unless the `dali` option is off; the header's input_pipeline says which ran."""
+    if device != "cuda" or not enabled:
         return False
     try:
         return importlib.util.find_spec("nvidia.dali") is not None

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 
+from dlbench.runners.plugin import StrategyClasses
 
+STRATEGIES = StrategyClasses("pytorch")
+
+
+@STRATEGIES.binds("single")
 class Single:
     """One process, one device: nothing to set up."""
 
@@ -22,6 +27,7 @@ class Single:
         pass
 
 
+@STRATEGIES.binds("ddp")
 class DDP(Single):
     """DistributedDataParallel, one process per device: gloo on the CPU, NCCL on CUDA."""
 
@@ -48,6 +54,7 @@ class DDP(Single):
             dist.destroy_process_group()
 
 
+@STRATEGIES.binds("horovod")
 class Horovod(Single):
     """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod): the
     optimizer all-reduces gradients; every rank starts from rank 0's state."""
@@ -75,9 +82,5 @@ class Horovod(Single):
 
 
 def for_run(spec):
-    """The strategy object of `spec`: DDP whenever several ranks run without Horovod."""
-    if spec.coords.strategy == "horovod":
-        return Horovod()
-    if spec.dist.world_size > 1:
-        return DDP()
-    return Single()
+    """The strategy object of `spec`, by the class its strategy's name is bound to."""
+    return STRATEGIES(spec.coords.strategy)()

@@ -11,7 +11,7 @@ import os
 
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
-from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
+from dlbench.runners.plugin import Capabilities, Option, ProcessLayout, Strategy
 from dlbench.runners.tensorflow import models, strategies
 from dlbench.runners.tensorflow.bert import bert_model as _bert_model
 from dlbench.runners.tensorflow.cluster import (
@@ -24,7 +24,7 @@ from dlbench.runners.tensorflow.cluster import (
     tf_config,
     wait_for_servers,
 )
-from dlbench.runners.tensorflow.parameter_server import PS_STEP, ParameterServer
+from dlbench.runners.tensorflow.parameter_server import PS_STEP  # importing it binds its strategy class
 from dlbench.runners.tensorflow.pipeline import bert_dataset, find_corrupt_record, image_dataset, image_pipeline_text
 from dlbench.workload import BERT_BASE
 
@@ -80,20 +80,12 @@ CAPABILITIES = Capabilities(
         _horovod.strategy(),
     ),
     device_envs={"cuda": "tensorflow-cuda"},  # envs/tensorflow-cuda.txt (docs/gpu.md)
+    options=(Option("inter_op_threads", 0, "TensorFlow's inter-op threads; 0: the process's cores, at least 2"),),
 )
-_STRATEGY_CLASSES = {
-    "single": strategies.Single,
-    "multi_worker_mirrored": strategies.MultiWorkerMirrored,
-    **dict.fromkeys(("replicated_nccl", "replicated_copy", "replicated_pscpu"), strategies.Replicated),
-    "parameter_server": ParameterServer,
-    "horovod": strategies.Horovod,
-}
 
 
-def _strategy_class(name: str) -> type[strategies.Single]:
-    if name not in _STRATEGY_CLASSES:
-        raise ValueError(f"tensorflow runner: strategy {name!r} not offered (have {CAPABILITIES.strategy_names})")
-    return _STRATEGY_CLASSES[name]
+def _strategy_class(name: str) -> type:
+    return strategies.STRATEGIES(name)
 
 
 def strategy_kind(name: str) -> str:
@@ -103,9 +95,9 @@ def strategy_kind(name: str) -> str:
 
 def _inter_op_threads(spec) -> int:
     """Inter-op threads: the cores this process is given (TensorFlow's default is one per
-    core of the machine), at least 2 (measurements in docs/frameworks/tensorflow.md).
-    DLBENCH_TF_INTER_OP_THREADS overrides it; the header records inter_op_threads."""
-    return int(os.environ.get("DLBENCH_TF_INTER_OP_THREADS", max(2, spec.threads)))
+    core of the machine), at least 2 (measurements in docs/frameworks/tensorflow.md); the
+    `inter_op_threads` option overrides it; the header records inter_op_threads."""
+    return spec.options["inter_op_threads"] or max(2, spec.threads)
 
 
 class Runner(BaseRunner):

@@ -4,7 +4,7 @@ TensorFlow and Keras are passed in: importing this module imports neither."""
 
 from __future__ import annotations
 
-from dlbench.models import CATALOGUE, IMAGE_CLASSES
+from dlbench.models import IMAGE_CLASSES
 from dlbench.runners.tensorflow import pipeline
 from dlbench.runners.tensorflow.bert import bert_model
 from dlbench.workload import (
@@ -32,7 +32,7 @@ class ImageClassification:
 
     def __init__(self, spec):
         self.spec = spec
-        self.size = spec.image_size or CATALOGUE[spec.coords.model]["default_image_size"]
+        self.size = spec.image_size
 
     def build(self, keras, tf, policy: str, mirrored: bool):
         """(model, optimizer, loss_scaling), created in the strategy's scope by the caller."""

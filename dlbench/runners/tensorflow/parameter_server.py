@@ -10,7 +10,7 @@ import sys
 
 from dlbench.runners.tensorflow import cluster
 from dlbench.runners.tensorflow.pipeline import Feed
-from dlbench.runners.tensorflow.strategies import Single
+from dlbench.runners.tensorflow.strategies import STRATEGIES, Single
 
 # What one step of `parameter_server` is (recorded in the header).
 PS_STEP = (
@@ -21,6 +21,7 @@ PS_STEP = (
 )
 
 
+@STRATEGIES.binds("parameter_server")
 class ParameterServer(Single):
     """The coordinator ("chief", rank 0) schedules each step on the workers; it computes nothing."""
 

@@ -9,7 +9,10 @@ import contextlib
 import json
 import os
 
+from dlbench.runners.plugin import StrategyClasses
 from dlbench.runners.tensorflow.pipeline import Feed
+
+STRATEGIES = StrategyClasses("tensorflow")
 
 # {strategy: reason}: strategies that need CUDA devices.
 CUDA_ONLY = {
@@ -24,6 +27,7 @@ def _visible_gpus(tf) -> list:
     return gpus
 
 
+@STRATEGIES.binds("single")
 class Single:
     """One process, one device, TensorFlow's default (no-op) strategy."""
 
@@ -168,6 +172,7 @@ class Mirrored(Single):
         return runner.step_function(train_step)
 
 
+@STRATEGIES.binds("multi_worker_mirrored")
 class MultiWorkerMirrored(Mirrored):
     """MultiWorkerMirroredStrategy: one process (worker, replica) per device, collectives."""
 
@@ -223,6 +228,7 @@ _CROSS_DEVICE_OPS = {
 }
 
 
+@STRATEGIES.binds("replicated_nccl", "replicated_copy", "replicated_pscpu")
 class Replicated(Mirrored):
     """MirroredStrategy: one process drives all devices of its node (on the CPU, logical
     CPU devices standing in for them)."""
@@ -280,6 +286,7 @@ class Replicated(Mirrored):
         }
 
 
+@STRATEGIES.binds("horovod")
 class Horovod(Single):
     """One process per device; gradients averaged by Horovod's allreduce (Gloo on the CPU,
     NCCL on a GPU), the Gloo rendezvous without horovodrun (dlbench.runners._horovod)."""

@@ -1,0 +1,114 @@
+"""Energy per sample, average power and MFU's basis: from the step logs' `energy` footers
+(dlbench.launch.energy) and a small table of NVIDIA GPUs' dense peaks. Analysis environment.
+
+Peaks are dense (no 2:4 sparsity) tensor-core TFLOP/s, from NVIDIA's datasheets: Tesla V100
+(SXM2 / PCIe), A100 Tensor Core GPU (2021), H100 Tensor Core GPU (2023, SXM / PCIe), H200
+Tensor Core GPU (2024, SXM; its compute is the H100 SXM's). The datasheets print TF32/BF16/FP16
+"with sparsity": the dense figures are half (H100: the architecture whitepaper's dense
+figures). docs/gpu.md lists the table with its sources.
+"""
+
+from __future__ import annotations
+
+import math
+
+# (name fragment, form-factor fragment or "") -> {precision: dense TFLOP/s}; first match wins.
+PEAK_TFLOPS = (
+    ("V100", "PCIE", {"fp32": 14.0, "fp16": 112.0}),
+    ("V100", "", {"fp32": 15.7, "fp16": 125.0}),
+    ("A100", "", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
+    ("H100", "PCIE", {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+    ("H100", "", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    ("H200", "", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+)
+# The peak a run's precision is held to: the frameworks run fp32 convolutions and matmuls in
+# TF32 on Ampere and later by default (cuDNN, XLA, TF), and AMP on CUDA in fp16.
+PEAK_PRECISION = {"fp32": ("tf32", "fp32"), "amp": ("fp16",)}
+NOT_MEASURED = "not measured"
+
+
+def peak(device_name: str, precision: str) -> tuple[float, str] | None:
+    """The dense peak TFLOP/s of one device for `precision`, and what it is (None: unknown)."""
+    name = device_name.upper()
+    for fragment, form, peaks in PEAK_TFLOPS:
+        if fragment in name and form in name:
+            for kind in PEAK_PRECISION.get(precision, ()):
+                if kind in peaks:
+                    return peaks[kind], f"{device_name} {kind} dense {peaks[kind]:g} TFLOP/s (NVIDIA datasheet)"
+    return None
+
+
+def run_energy(logs, samples: int) -> dict:
+    """A run's energy columns from its ranks' footers: joules over all ranks' devices, per
+    measured sample, and average power over the longest rank's window."""
+    records = [(log.footer or {}).get("energy") for log in logs]
+    names = [d["name"] for r in records if r and r.get("measured") for d in r["devices"]]
+    row = {"energy_j": math.nan, "joules_per_sample": math.nan, "avg_power_w": math.nan, "energy_note": ""}
+    row["device_name"] = names[0] if names else logs[0].header["framework"].get("device_name", "")
+    if any(r is None for r in records):
+        row["energy_note"] = f"{NOT_MEASURED}: the step log has no energy record (schema dlbench.steplog/1)"
+        return row
+    missing = [r["reason"] for r in records if not r["measured"]]
+    if missing:
+        row["energy_note"] = f"{NOT_MEASURED}: {missing[0]}"
+        return row
+    joules = sum(r["joules"] for r in records)
+    window = max(r["window_s"] for r in records)
+    row.update(energy_j=joules, joules_per_sample=joules / samples if samples else math.nan)
+    row["avg_power_w"] = joules / window if window > 0 else math.nan
+    if any(r["too_short"] for r in records):
+        row["energy_note"] = "window too short for the energy counter (fewer than 20 refreshes)"
+    return row
+
+
+def cell_energy(group) -> dict:
+    """A cell's energy columns: means over its runs that measured energy; the first note."""
+    columns = ("joules_per_sample", "avg_power_w")
+    if "joules_per_sample" not in group:
+        return {c: math.nan for c in columns} | {"energy_note": "", "device_name": ""}
+    ok = group[group["status"] == "ok"]
+    out = {c: float(ok[c].dropna().mean()) if ok[c].notna().any() else math.nan for c in columns}
+    notes = [n for n in group["energy_note"].fillna("") if n]
+    names = [n for n in group["device_name"].fillna("") if n]
+    return out | {"energy_note": notes[0] if notes else "", "device_name": names[0] if names else ""}
+
+
+def mfu_basis(cells, peak_tflops: float) -> tuple[list[float], list[str]]:
+    """Per cell: the per-device peak MFU divides by, and its name (run.peak_tflops wins)."""
+    if peak_tflops:
+        return [peak_tflops] * len(cells), [f"run.peak_tflops {peak_tflops:g} TFLOP/s"] * len(cells)
+    names = cells["device_name"] if "device_name" in cells else [""] * len(cells)
+    found = [peak(str(n or ""), p) for n, p in zip(names, cells["precision"], strict=True)]
+    return [f[0] if f else math.nan for f in found], [f[1] if f else "" for f in found]
+
+
+def energy_table(cells):
+    """The cells with a number: J/sample, average W, MFU and the peak it divides by; None when
+    no cell measured energy or knows its peak (then `not_measured_note` says why)."""
+    import pandas as pd
+
+    if cells.empty or "joules_per_sample" not in cells:
+        return None
+    rows = cells[cells["throughput"].notna()]
+    known = rows["joules_per_sample"].notna() | rows.get("mfu", pd.Series(dtype=float)).notna()
+    if not known.any():
+        return None
+    rows = rows[known]
+    return pd.DataFrame(
+        {
+            "cell": [
+                f"{r.framework} {r.model} {r.precision} {r.data} bs{r.batch} {r.scale}" for r in rows.itertuples()
+            ],
+            "J/sample": rows["joules_per_sample"].round(3),
+            "average W": rows["avg_power_w"].round(1),
+            "MFU": rows["mfu"].map(lambda m: f"{m:.1%}" if m == m else ""),
+            "peak": rows["peak_basis"],
+            "energy note": rows["energy_note"],
+        }
+    )
+
+
+def not_measured_note(cells) -> str:
+    """One line for a table with no energy: the first reason the runs recorded."""
+    notes = [n for n in cells.get("energy_note", []) if isinstance(n, str) and n]
+    return f"Energy per sample and MFU: {notes[0]}." if notes else ""

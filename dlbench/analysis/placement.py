@@ -1,0 +1,89 @@
+"""Placement: whether a cell's repeats split by where Slurm placed them.
+
+Every run's nodes are in runs.csv (`nodes`: the step-log headers' node names, one per rank,
+deduplicated; slurm.json keeps the allocation too). A cell is flagged when
+- its repeats ran on different numbers of nodes (`layout`: the classic case, tasks of one
+  scale landing on one node for some repeats and on two for others, halving bandwidth), or
+- its repeats ran on different node sets and the throughputs split by them (`node`: every
+  repeat on one set slower than every repeat on another, by more than SPLIT).
+Repeats on different nodes with the same speed are what spreading them is for: not flagged.
+
+Spreading (`run.spread_nodes`, Slurm only): a run that needs fewer nodes than listed is pinned
+to a window of them that moves with the repeat (`spread_nodelist`), so a cell's repeats
+land on different nodes and a slow node shows as a split instead of biasing the whole cell.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dlbench.analysis import stats
+from dlbench.coords import CELL_FIELDS
+
+SPLIT = 0.05  # node sets' throughputs apart by more than this (and not overlapping): flagged
+
+
+def _node_sets(group: pd.DataFrame) -> dict[str, list[float]]:
+    sets: dict[str, list[float]] = {}
+    for nodes, throughput in zip(group["nodes"].astype(str), group["throughput"], strict=True):
+        sets.setdefault(nodes, []).append(float(throughput))
+    return sets
+
+
+def _split_by_node(sets: dict[str, list[float]]) -> bool:
+    """Some node set's repeats all below another's, medians apart by more than SPLIT."""
+    for slow in sets.values():
+        for fast in sets.values():
+            apart = stats.median(fast) > stats.median(slow) * (1 + SPLIT)
+            if apart and max(slow) < min(fast):
+                return True
+    return False
+
+
+def placement_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell whose ok repeats ran on more than one node set: the node sets with
+    their repeats' median throughput, and the flag (layout / node / "")."""
+    if runs.empty or "nodes" not in runs:
+        return pd.DataFrame(columns=[*CELL_FIELDS, "node_sets", "placement"])
+    ok = runs[(runs["status"] == "ok") & runs["throughput"].map(stats.finite) & runs["nodes"].notna()]
+    rows = []
+    for key, group in ok.groupby(CELL_FIELDS, sort=True):
+        sets = _node_sets(group)
+        if len(sets) < 2:
+            continue
+        layouts = {len(nodes.split(";")) for nodes in sets}
+        flag = "layout" if len(layouts) > 1 else ("node" if _split_by_node(sets) else "")
+        rows.append(
+            {
+                **dict(zip(CELL_FIELDS, key, strict=True)),
+                "node_sets": " | ".join(
+                    f"{nodes.replace(';', ',')}: {len(v)} × {stats.median(v):.1f}" for nodes, v in sorted(sets.items())
+                ),
+                "placement": flag,
+            }
+        )
+    return pd.DataFrame(rows, columns=[*CELL_FIELDS, "node_sets", "placement"])
+
+
+def spread_nodelist(nodes_needed: int, repeat: int, nodes: list[str]) -> str:
+    """`--nodelist=…` for a run of `nodes_needed` nodes: repeat 1 on the first nodes listed,
+    repeat 2 on the next ones, and so on round the list; "" where it needs them all."""
+    if not nodes or nodes_needed >= len(nodes):
+        return ""
+    start = (repeat - 1) * nodes_needed % len(nodes)
+    chosen = [nodes[(start + i) % len(nodes)] for i in range(nodes_needed)]
+    return "--nodelist=" + ",".join(chosen)
+
+
+def spread_resources(resources: dict, nodes_needed: int, nodes: list[str]) -> dict:
+    """A training rule's Slurm resources with `slurm_extra` per job (its repeat's
+    `spread_nodelist` after the shape's own flags); unchanged when nothing is spread."""
+    if not nodes or nodes_needed >= len(nodes):
+        return resources
+    static = resources.get("slurm_extra", "")
+
+    def slurm_extra(wildcards) -> str:
+        spread = spread_nodelist(nodes_needed, int(wildcards.repeat), nodes)
+        return " ".join(part for part in (static, spread) if part)
+
+    return {**resources, "slurm_extra": slurm_extra}

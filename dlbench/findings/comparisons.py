@@ -1,0 +1,205 @@
+"""The comparing findings, each with how sure it is: frameworks ranked per model and scale,
+scaling (speedup, efficiency) and variants (real vs synthetic data, amp vs fp32).
+
+Every ratio carries its 95% bootstrap CI, computed from the repeats of the two cells it
+compares (runs.csv: `stats.ratio_ci`), and a claim is made only where the interval supports
+it (`stats.ratio_verdict`): otherwise the sentence says "cannot tell apart" or "uncertain"
+and why. See docs/report.md (Findings).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dlbench import labels
+from dlbench.analysis import stats
+from dlbench.coords import CELL_FIELDS, CellKey
+from dlbench.findings.vocabulary import (
+    Finding,
+    Number,
+    cell_key,
+    context,
+    groups,
+    series_labels,
+    throughput,
+    with_numbers,
+)
+from dlbench.labels import devices, model_title, unit
+
+# Variants compared against a baseline value of the same coordinate, with the sentence's wording.
+VARIANTS = {
+    "data": ("real", "synthetic", "With real data", "its synthetic-data throughput"),
+    "precision": ("amp", "fp32", "With mixed precision (amp)", "its fp32 throughput"),
+}
+
+
+def repeats_by_cell(runs: pd.DataFrame | None) -> dict[CellKey, np.ndarray]:
+    """Each cell's repeat throughputs (runs that ended ok), from runs.csv."""
+    if runs is None or runs.empty or "throughput" not in runs:
+        return {}
+    ok = runs[(runs["status"] == "ok") & runs["throughput"].map(stats.finite)]
+    ok = ok.assign(batch=ok["batch"].astype(str))
+    return {
+        CellKey(*(str(v) for v in key)): group["throughput"].to_numpy(dtype=float)
+        for key, group in ok.groupby(CELL_FIELDS, sort=False)
+    }
+
+
+class Comparer:
+    """Ratios of cells with their interval and verdict, from the cells' repeats."""
+
+    def __init__(self, repeats: dict[CellKey, np.ndarray], statistic: str, noisy_cv: float):
+        self.repeats, self.statistic, self.noisy_cv = repeats, statistic, noisy_cv
+
+    def _values(self, row) -> np.ndarray:
+        return self.repeats.get(cell_key(row), np.array([]))
+
+    def ratio(self, a, b, quantity: str = "ratio", scale: float = 1.0, spec: str = ".2f", suffix: str = "×"):
+        """(Number for a ÷ b × scale with its CI, verdict, repeat counts). `scale`: 1/devices
+        turns a speedup into a scaling efficiency."""
+        value = float(a["throughput"]) / float(b["throughput"]) * scale
+        low, high = (x * scale for x in stats.ratio_ci(self.statistic, self._values(b), self._values(a)))
+        counts = (len(self._values(a)), len(self._values(b)))
+        noisy = any(stats.finite(r.get("cv")) and float(r["cv"]) > self.noisy_cv for r in (a, b))
+        verdict = stats.ratio_verdict((low / scale, high / scale), counts, noisy)
+        text = f"{value:{spec}}{suffix}{labels.interval(low, high, spec)}"
+        return Number(value, text, quantity, (cell_key(a), cell_key(b)), low, high), verdict, counts
+
+
+def _qualified(verdict: str, counts: tuple[int, int], what: str) -> str:
+    why = labels.uncertain(verdict, counts, what)
+    return f": {why}" if why else ""
+
+
+def ranking(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
+    """Per model, group and scale with several frameworks: frameworks from the fastest down,
+    each step with its ratio, interval and whether the data tell the two apart."""
+    out = []
+    for model, key, rows, several in groups(with_numbers(cells)):
+        for scale in labels.sorted_scales(rows["scale"].unique()):
+            at = rows[rows["scale"] == scale].sort_values(["throughput", "framework"], ascending=[False, True])
+            if at["framework"].nunique() < 2:
+                continue
+            names = series_labels(at)
+            ranked = [r for _, r in at.iterrows()]
+            first = names[(ranked[0]["framework"], ranked[0]["strategy"])]
+            parts: list[str | Number] = [
+                f"At {scale}, {context(model, key, several)} throughput by framework: {first} ",
+                throughput(ranked[0]),
+                f" {unit(model)}",
+            ]
+            for upper, lower in zip(ranked, ranked[1:], strict=False):
+                up, low = names[(upper["framework"], upper["strategy"])], names[(lower["framework"], lower["strategy"])]
+                number, verdict, counts = compare.ratio(upper, lower)
+                parts += [f"; then {low} ", throughput(lower), f", {up} faster by ", number]
+                parts.append(_qualified(verdict, counts, f"{up} and {low}"))
+            out.append(Finding("compare", model, (*parts, ".")))
+    return out
+
+
+def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
+    same = cells
+    for f in ("framework", "model", "precision", "data", "batch"):
+        same = same[same[f].astype(str) == str(row[f])]
+    single = same[same["scale"].map(devices) == 1]
+    return single.iloc[0] if not single.empty else None
+
+
+def _one_scale(name: str, row, base, compare: Comparer) -> list[str | Number]:
+    speedup, verdict, counts = compare.ratio(row, base, "speedup")
+    eff, _, _ = compare.ratio(row, base, "efficiency", 1 / devices(row["scale"]), suffix="")
+    parts = [f"{name} speedup at {row['scale']} is ", speedup, " over one device (scaling efficiency ", eff, ")"]
+    if verdict == "lower":
+        return [*parts, ": it is slower than on one device"]
+    return [*parts, _qualified(verdict, counts, f"{row['scale']} and one device")]
+
+
+def _two_scales(name: str, first, last, base, compare: Comparer) -> list[str | Number]:
+    a, _, _ = compare.ratio(first, base, "efficiency", 1 / devices(first["scale"]), suffix="")
+    b, _, _ = compare.ratio(last, base, "efficiency", 1 / devices(last["scale"]), suffix="")
+    speedup, _, _ = compare.ratio(last, base, "speedup")
+    # The efficiencies' ratio: last ÷ first throughput, scaled by the device counts.
+    _, verdict, counts = compare.ratio(last, first, scale=devices(first["scale"]) / devices(last["scale"]))
+    tail = [f"; speedup at {last['scale']}: ", speedup]
+    if verdict in ("higher", "lower"):
+        trend = "falls from" if verdict == "lower" else "rises from"
+        return [f"{name} scaling efficiency {trend} ", a, f" ({first['scale']}) to ", b, f" ({last['scale']})", *tail]
+    why = labels.uncertain(verdict, counts, f"the efficiencies at {first['scale']} and {last['scale']}")
+    return [f"{name} scaling efficiency is ", a, f" at {first['scale']} and ", b, f" at {last['scale']}: {why}", *tail]
+
+
+def scaling(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
+    """Per framework and strategy: the speedup at the one multi-device scale measured, or
+    scaling efficiency from the smallest to the largest, each with its interval."""
+    out = []
+    measured = with_numbers(cells)
+    for model, key, rows, several in groups(measured):
+        multi = rows[(rows["scale"].map(devices) > 1) & rows["efficiency"].map(stats.finite)]
+        names = series_labels(multi) if not multi.empty else {}
+        for (fw, strategy), series in multi.groupby(["framework", "strategy"], sort=True):
+            base = _baseline(measured, series.iloc[0])
+            if base is None:
+                continue
+            series = series.assign(d=series["scale"].map(devices)).sort_values(["d", "scale"])
+            name = f"{names[(fw, strategy)]}'s {context(model, key, several)}"
+            first, last = series.iloc[0], series.iloc[-1]
+            if len(series) == 1:
+                parts = _one_scale(name, first, base, compare)
+            else:
+                parts = _two_scales(name, first, last, base, compare)
+            out.append(Finding("scaling", model, (*parts, ".")))
+    return out
+
+
+def variants(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
+    """Real vs synthetic data and amp vs fp32, where both cells have a number, at the
+    smallest and the largest scale measured both ways, with the ratio's interval."""
+    out = []
+    measured = with_numbers(cells)
+    for column, (variant, baseline, opening, of_what) in VARIANTS.items():
+        others = [f for f in CELL_FIELDS if f not in (column, "scale")]
+        base_rows = measured[measured[column] == baseline]
+        for _, row in measured[measured[column] == variant].iterrows():
+            twin = base_rows
+            for f in [*others, "scale"]:
+                twin = twin[twin[f] == row[f]]
+            if twin.empty or not _at_ends(measured, row, column, variant, baseline, others):
+                continue
+            base = twin.iloc[0]
+            number, verdict, counts = compare.ratio(row, base)
+            what = f"{variant} and {baseline}" if column == "precision" else f"{variant} and {baseline} data"
+            out.append(
+                Finding(
+                    "variant",
+                    row["model"],
+                    (
+                        f"{opening}, {row['framework']}'s {model_title(row['model'])} throughput at {row['scale']} "
+                        f"(batch {row['batch']}/device) is ",
+                        number,
+                        f" {of_what} (",
+                        throughput(row),
+                        " vs ",
+                        throughput(base),
+                        f" {unit(row['model'])}){_qualified(verdict, counts, what)}.",
+                    ),
+                )
+            )
+    return out
+
+
+def _at_ends(measured, row, column, variant, baseline, others) -> bool:
+    """Whether the row's scale is the smallest or the largest measured both ways."""
+    both = measured
+    for f in others:
+        both = both[both[f] == row[f]]
+    scales = set(both[both[column] == variant]["scale"]) & set(both[both[column] == baseline]["scale"])
+    ordered = sorted(scales, key=lambda s: (devices(s), s))
+    return row["scale"] in (ordered[0], ordered[-1]) if ordered else False
+
+
+def comparing(cells: pd.DataFrame, runs: pd.DataFrame | None, noisy_cv: float) -> list[Finding]:
+    """Every comparing finding: rankings, scaling, variants."""
+    statistic = str(cells["statistic"].dropna().iloc[0]) if cells["statistic"].notna().any() else "mean"
+    compare = Comparer(repeats_by_cell(runs), statistic, noisy_cv)
+    return [*ranking(cells, compare), *scaling(cells, compare), *variants(cells, compare)]

@@ -1,0 +1,325 @@
+"""Where a training job's software comes from, and the parts of its command line that depend
+on it: the framework's venv (the default), its conda env (--sdm conda) or its pinned Apptainer
+image (--sdm apptainer; docs/containers.md). The rule files bind these methods as their input
+and params functions (common.smk, containers.smk, train.smk); wildcards are Snakemake's (any
+object with the run's coordinates as attributes). Analysis environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable, Collection, Mapping
+
+from snakemake.io import ancient, apply_wildcards
+from snakemake.settings.types import DeploymentMethod, RerunTrigger
+
+from dlbench import provenance
+from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
+from dlbench.images import apptainer as containers
+from dlbench.images import podman as images
+from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
+from dlbench.launch.request import LaunchRequest
+from dlbench.models import CATALOGUE
+from dlbench.planning import datasets as data_paths
+from dlbench.runners import env_name, framework_names, processes_per_node
+from dlbench.runners.plugin import Option
+
+# What verify_image checked; the training job's step-log header takes the image digest from it.
+IMAGE_RECORD = "results/containers/{framework}.image.json"
+# Where the environment build leaves its stamp (envs.smk), below the framework's venv.
+ENV_STAMP = ".dlbench-env"
+
+
+class DeploymentError(ValueError):
+    pass
+
+
+# A framework's environment on a device (its capabilities' env or device_envs: a plug-in may
+# share one); an environment's own name (envs.smk, data.smk) stays itself.
+_env_name = functools.cache(lambda name, device="cpu": env_name(name, device) if name in framework_names() else name)
+# The training rules' `conda:` file, relative to the rule files.
+CONDA_FILE = "../../envs/{framework}.yaml"
+
+
+def conda_file(runs, device: str = "cpu") -> str | Callable:
+    """The `conda:` of a training rule for `runs` on `device`: the pattern when each framework
+    has its own environment (no function per job), else a function of the wildcards."""
+    if all(_env_name(fw, device) == fw for fw in {run.framework for run in runs}):
+        return CONDA_FILE
+    return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework, device))
+
+
+class RunWildcards(dict):
+    """A run's coordinates by name (text), read as Snakemake's wildcards are: w.framework, w["framework"]."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Placeholders(RunWildcards):
+    """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
+    from them is a template that Snakemake fills in per job, with no function call per job."""
+
+    def __init__(self, **fixed: str):
+        """`fixed`: coordinates given as values (a template for the runs that share them)."""
+        super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
+
+    def as_dict(self) -> dict:  # as RunCoords: LaunchRequest.to_argv reads the coordinates so
+        return dict(self)
+
+
+class CommandClasses:
+    """A run's command (`command(wildcards)`) through one template per command class: what a
+    command holds beyond its coordinates filled in (software, dataset, input workers, batch
+    search) depends on FIELDS and on whether the batch is searched. A class's template is built
+    and checked against `command` at its first run; a mismatch keeps `command` for that class."""
+
+    FIELDS = ("framework", "model", "data", "strategy", "scale")
+
+    def __init__(self, command: Callable[[RunWildcards], str]):
+        self.command = command
+        self.templates: dict[tuple, str | None] = {}
+
+    def __call__(self, wildcards) -> str:
+        values = RunWildcards({name: getattr(wildcards, name) for name in RUN_FIELDS})
+        fixed = {name: values[name] for name in self.FIELDS}
+        if values.batch == "max":
+            fixed["batch"] = "max"
+        key = tuple(fixed.items())
+        if key not in self.templates:
+            template = self.command(Placeholders(**fixed))
+            self.templates[key] = template if apply_wildcards(template, values) == self.command(values) else None
+        template = self.templates[key]
+        return apply_wildcards(template, values) if template else self.command(values)
+
+
+def _quote_template(arg: str) -> str:
+    """shlex.quote of the argument the template becomes (wildcard values are shell-safe)."""
+    filled = re.sub(r"\{\w+\}", "x", arg)
+    return arg if shlex.quote(filled) == filled else shlex.quote(arg)
+
+
+class Deployment:
+    """One workflow invocation's deployment: `config` validated (defaults filled in), `repo`
+    the workflow's directory, `methods` Snakemake's --sdm; DLBENCH_VENVS, DLBENCH_IMAGES and
+    DLBENCH_IMAGES_LOCK in `environ` move the venvs, the images and the images' lock."""
+
+    def __init__(
+        self,
+        config: dict,
+        repo: str,
+        methods: Collection[DeploymentMethod],
+        rerun_triggers: Callable[[], Collection[RerunTrigger]] = tuple,
+        environ: Mapping = os.environ,
+    ):
+        apptainer, conda = DeploymentMethod.APPTAINER in methods, DeploymentMethod.CONDA in methods
+        # run.container: the launcher runs every rank in the framework's pinned image.
+        self.runtime = config["run"].get("container", "none")
+        if apptainer and self.runtime != "none":
+            raise DeploymentError(
+                f"run.container: {self.runtime} runs every rank in its image already: drop --sdm apptainer"
+            )
+        if apptainer and config["run"]["launcher"] == "srun":
+            # Snakemake runs the whole job command in the image: srun is not there and
+            # --cleanenv drops SLURM_*. Multi-node runs need the ranks, not the launcher, in it.
+            raise DeploymentError(
+                "run.launcher: srun does not work inside an Apptainer image yet (docs/containers.md, "
+                "Known gaps): use run.container: apptainer instead, which starts one container per rank"
+            )
+        self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
+        # run.python: frameworks whose ranks run in a site's own Python, not in .venvs/<env>.
+        self.site_pythons: dict[str, str] = dict(config["run"].get("python") or {})
+        if self.site_pythons and (apptainer or conda or self.runtime != "none"):
+            how = "--sdm apptainer" if apptainer else "--sdm conda" if conda else f"run.container: {self.runtime}"
+            raise DeploymentError(
+                f"run.python names site environments ({', '.join(self.site_pythons)}), which {how} "
+                "would not use: drop one of the two"
+            )
+        # run.device picks each framework's environment (envs/<framework>-cuda.txt on CUDA).
+        self.device = config["run"].get("device", "cpu")
+        # Framework environments live with the code, shared by every working directory.
+        self.venvs = environ.get("DLBENCH_VENVS", os.path.join(repo, ".venvs"))
+        self.images_lock = os.path.abspath(
+            environ.get("DLBENCH_IMAGES_LOCK", os.path.join(repo, "containers", "images.lock"))
+        )
+        self.image_pins = containers.load_lock(self.images_lock)  # ContainerError
+        # Built images are large: keep them where the cluster keeps such things.
+        self.images_dir = os.path.abspath(environ.get("DLBENCH_IMAGES", os.path.join(repo, "containers")))
+        self.image_file = os.path.join(self.images_dir, "{framework}.sif")
+        # run.container's images, their store and locks (dlbench.images.podman): shared by every workdir.
+        self.image_store = str(images.images_dir(environ))
+        # The resolved config, hashed into every run's header.
+        self.config_sha256 = provenance.config_sha256(config)
+        # With mtime the only rerun trigger (the profiles' setting), a venv whose stamp is
+        # newer than its lock would not be rebuilt: training jobs need not list it as an input,
+        # which saves Snakemake resolving one input per job (benchmarks/README.md, DAG cost).
+        # Asked when the DAG is built (Snakemake knows its triggers only then).
+        self.rerun_triggers = rerun_triggers
+        self._venv_built: dict[str, bool] = {}
+
+    # ---- the framework's venv ----
+
+    def venv_stamp(self, wildcards) -> str:
+        return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), ENV_STAMP)
+
+    def venv_inputs(self, wildcards) -> list:
+        """The venv a job needs built first: none for a site environment (run.python)."""
+        return [] if wildcards.framework in self.site_pythons else [self.venv_stamp(wildcards)]
+
+    def venv_python(self, wildcards) -> str:
+        """The framework's Python: the site's (run.python), else its venv's."""
+        site = self.site_pythons.get(wildcards.framework)
+        return site or os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
+
+    def flops_python(self) -> str:
+        """The Python that counts a model's FLOPs (PyTorch's FlopCounterMode, on the CPU): the
+        site's PyTorch where run.python names one, else the CPU venv's."""
+        return self.site_pythons.get("pytorch") or os.path.join(self.venvs, "pytorch", "bin", "python")
+
+    def flops_inputs(self, wildcards=None) -> list:
+        return [] if "pytorch" in self.site_pythons else [os.path.join(self.venvs, "pytorch", ENV_STAMP)]
+
+    # ---- the framework's image (--sdm apptainer) ----
+
+    def image(self, wildcards) -> str:
+        if wildcards.framework not in self.image_pins:
+            raise DeploymentError(
+                f"containers/images.lock has no [{wildcards.framework}] image (known: {', '.join(self.image_pins)})"
+            )
+        return self.image_file.format(framework=wildcards.framework)
+
+    def container(self, wildcards) -> str | None:
+        """The training rule's `container:` (None, so no image is even named, without --sdm apptainer)."""
+        return self.image(wildcards) if self.apptainer else None
+
+    def image_inputs(self, wildcards) -> list:
+        """A training job's image and verification record under --sdm apptainer, else nothing:
+        inputs, so that `snakemake -n --sdm apptainer` shows each job's image, and so that no
+        job starts before its image has been verified."""
+        if not self.apptainer:
+            return []
+        return [ancient(self.image(wildcards)), ancient(IMAGE_RECORD.format(framework=wildcards.framework))]
+
+    def venv_built(self, wildcards) -> bool:
+        """The venv's stamp is newer than its lock and only mtime triggers a rebuild."""
+        if wildcards.framework not in self._venv_built:
+            env = _env_name(wildcards.framework, self.device)
+            stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{env}.txt")
+            built = os.path.exists(stamp) and os.path.exists(lock) and os.path.getmtime(stamp) >= os.path.getmtime(lock)
+            self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
+        return self._venv_built[wildcards.framework]
+
+    def image_lock(self, wildcards) -> str:
+        """run.container's image lock, which the image's build rule writes (containers.smk)."""
+        return str(lock_path(self.image_store, image_name(wildcards.framework, self.device)))
+
+    def software_inputs(self, wildcards) -> list:
+        """What a training job runs in: its image (run.container: the lock, and the .sif for
+        Apptainer; --sdm apptainer: the verified image), else its venv (unless built)."""
+        # Never ancient(): Snakemake 9 leaves out a job whose ancient input is being rebuilt
+        # (and every job after it), and exits 0 (docs/reliability.md).
+        if self.runtime != "none":
+            sif = [os.path.join(self.image_store, f"{image_name(wildcards.framework, self.device)}.sif")]
+            return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
+        if self.apptainer:
+            return self.image_inputs(wildcards)
+        if wildcards.framework in self.site_pythons or self.venv_built(wildcards):
+            return []
+        return [self.venv_stamp(wildcards)]
+
+    # ---- the training command ----
+
+    def python(self, wildcards) -> str:
+        """The image's or the conda env's python (--sdm apptainer / conda), else the venv's;
+        with run.container, the launcher runs on the host (stdlib only) and the ranks in the image."""
+        if self.runtime != "none":
+            return sys.executable
+        if self.apptainer:
+            return "python3"
+        return "python" if self.conda else self.venv_python(wildcards)
+
+    def pythonpath(self, wildcards) -> str:
+        return containers.IMAGE_CODE_DIR if self.apptainer else self.repo
+
+    def env_lock(self, wildcards) -> str | None:
+        """The env lock to hash into the header: the image's copy inside a container; none
+        for a site environment (its header lists its distributions instead)."""
+        if wildcards.framework in self.site_pythons:
+            return None
+        if self.runtime != "none":
+            return os.path.join(IMAGE_CODE_DIR, "envs", f"{image_name(wildcards.framework, self.device)}.txt")
+        return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework, self.device)}.txt")
+
+    def environment(self, wildcards) -> str:
+        """Variables for the training command (set in the command: --cleanenv drops the host's)."""
+        values = {"DLBENCH_CONFIG_SHA256": self.config_sha256}
+        if self.apptainer:
+            values["DLBENCH_IMAGE_RECORD"] = os.path.abspath(IMAGE_RECORD.format(framework=wildcards.framework))
+        return " ".join(f"{k}={v}" for k, v in values.items())
+
+    def command(self, wildcards, launch_arguments: str) -> str:
+        """The launcher's command line in the framework's environment (or image)."""
+        return (
+            f"{self.environment(wildcards)} PYTHONPATH={self.pythonpath(wildcards)} "
+            f"{self.python(wildcards)} -m dlbench.launch {launch_arguments}"
+        )
+
+    def options_text(self, framework: str) -> str:
+        """The framework's options as the launch request carries them (only those set: a
+        default stays out of the command line)."""
+        settings = self.config.get("framework_options", {}).get(framework) or {}
+        return ",".join(f"{k}={Option.text(v)}" for k, v in sorted(settings.items()))
+
+    def data_dir(self, wildcards) -> str:
+        """The framework's converted dataset a real-data run reads (data.smk builds it)."""
+        kind = CATALOGUE[wildcards.model]["kind"]
+        return data_paths.dataset_path(wildcards.framework, kind, self.config)
+
+    def data_workers(self, wildcards) -> int:
+        """Input-pipeline workers per rank: config, else the rank's share of the run's CPUs."""
+        run = self.config["run"]
+        if run["data_workers"]:
+            return run["data_workers"]
+        per_node = Scale.parse(wildcards.scale).devices_per_node
+        processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
+        return max(1, run["threads"] // processes)
+
+    def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:
+        """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
+        the schema's strict patterns. With `Placeholders` for wildcards: its template."""
+        run, real = self.config["run"], wildcards.data == "real"
+        template = isinstance(wildcards, Placeholders)
+        request = LaunchRequest(
+            coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
+            run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
+            preset=protocol["preset"],
+            warmup_steps=protocol["warmup_steps"],
+            measured_steps=protocol["measured_steps"],
+            statistic=protocol["statistic"],
+            image_size=run["image_size"],
+            seq_len=run["seq_len"],
+            max_batch_file=max_batch_file,
+            threads=run["threads"],
+            device=run["device"],
+            compile=run["compile"],
+            time_limit=run["time_limit_s"],
+            progress_every=run["progress_every"],
+            memory_cap_mb=run["memory_cap_mb"],
+            env_lock=self.env_lock(wildcards),
+            python_env="site" if wildcards.framework in self.site_pythons else "lock",
+            options=self.options_text(wildcards.framework),
+            launcher=run["launcher"],
+            data_dir=self.data_dir(wildcards) if real else "",
+            data_workers=self.data_workers(wildcards) if real else 1,
+            container=self.runtime,
+            images=self.image_store if self.runtime != "none" else "",
+        )
+        quote = _quote_template if template else shlex.quote
+        return " ".join(quote(arg) for arg in request.to_argv())

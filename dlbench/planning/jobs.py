@@ -1,0 +1,122 @@
+"""Job shapes: the Slurm resources of a training run, from its scale and strategy.
+
+A run's job is `nodes` nodes with one task per rank process, each rank given its share
+of the node's CPUs, and the devices it drives (snakemake-executor-plugin-slurm's keys:
+`nodes`, `tasks`, `cpus_per_task`, `gpu`, `mpi`, `slurm_extra`, `mem_mb`, `runtime`).
+
+Runs with the same shape share one Snakemake rule with static resources (train.smk), so
+that building the DAG of a large grid calls no function per job for its resources.
+Executors other than slurm ignore every key but `mem_mb` and `runtime`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from snakemake.common import overwrite_function_params
+
+from dlbench.coords import RUN_FIELDS, RUN_RECORD, RunCoords, Scale
+from dlbench.launch import slurm
+from dlbench.runners import run_layout
+
+
+@dataclass(frozen=True, order=True)
+class JobShape:
+    scale: str
+    processes_per_node: int
+
+    @property
+    def rule_name(self) -> str:
+        """`train_2x4`, or `train_2x4_p1` when one process drives each node's 4 devices."""
+        devices_per_node = Scale.parse(self.scale).devices_per_node
+        suffix = "" if self.processes_per_node == devices_per_node else f"_p{self.processes_per_node}"
+        return f"train_{self.scale}{suffix}"
+
+    def resources(self, run: dict) -> dict:
+        """Static resources of every run of this shape, from config `run`."""
+        scale = Scale.parse(self.scale)
+        tasks = scale.nodes * self.processes_per_node
+        cuda = run["device"] == "cuda"
+        values = {
+            "mem_mb": run["mem_mb"],  # per node (Slurm's --mem)
+            # dlbench's own time limit plus a margin, so that it fires first
+            "runtime": slurm.runtime_minutes(run["time_limit_s"]),
+            "nodes": scale.nodes,
+            "tasks": tasks,
+            "cpus_per_task": slurm.cpus_per_task(run["threads"], self.processes_per_node),
+        }
+        if cuda and scale.devices == 1:
+            values["gpu"] = 1  # → --gpus; several devices use --gpus-per-node below
+        extra = []
+        if tasks > 1:
+            # The plugin does not wrap a job marked mpi in `srun -n1` (it refuses the mark for
+            # one task): the launcher's own srun is the job's first step. A single task driving
+            # several devices runs inside the plugin's step (the launcher's srun uses --overlap).
+            values["mpi"] = "srun"
+            extra.append(f"--ntasks-per-node={self.processes_per_node}")
+        if cuda and scale.devices > 1:
+            extra.append(f"--gpus-per-node={scale.devices_per_node}")
+        if extra:
+            values["slurm_extra"] = " ".join(extra)
+        return values
+
+
+def job_shape(run: RunCoords) -> JobShape:
+    return JobShape(run.scale, run_layout(run).tasks_per_node)
+
+
+def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:
+    """Each job shape of a grid with the strategies that have it (sorted)."""
+    found: dict[JobShape, set[str]] = {}
+    # One layout per framework, strategy and scale, not per run (each asks the framework's
+    # capabilities).
+    distinct = {(run.framework, run.strategy, run.scale): run for run in runs}
+    for run in distinct.values():
+        found.setdefault(job_shape(run), set()).add(run.strategy)
+    clash = {}
+    for shape, strategies in found.items():
+        for strategy in strategies:
+            other = clash.setdefault((shape.scale, strategy), shape)
+            if other != shape:
+                # Rules are told apart by scale and strategy in the run's path.
+                raise ValueError(
+                    f"strategy {strategy!r} at scale {shape.scale} runs {other.processes_per_node} and "
+                    f"{shape.processes_per_node} processes per node in different frameworks: rename one"
+                )
+    return {shape: sorted(found[shape]) for shape in sorted(found)}
+
+
+def known_signature(function: Callable) -> Callable:
+    """`function`, with its parameters told to Snakemake once: it inspects an input, params or
+    resources function's signature at every call otherwise (as snakemake.ioutils does)."""
+    overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
+
+
+def constraint(values: list[str]) -> str:
+    """A wildcard constraint matching exactly these values."""
+    return "|".join(re.escape(v) for v in values)
+
+
+def recorded_runs(root: str = "results/runs") -> dict[str, set[str]]:
+    """The run directories below `root` that hold launch.json / slurm.json, by file name: one
+    walk of what exists instead of a stat per run of the grid (most of which do not)."""
+    found: dict[str, set[str]] = {RUN_RECORD: set(), slurm.RECORD: set()}
+    for directory, _, files in os.walk(root):
+        for name in found.keys() & set(files):
+            found[name].add(directory)
+    return found
+
+
+def ended_run_constraints(runs: list[RunCoords], recorded: dict[str, set[str]]) -> dict[str, str] | None:
+    """Wildcard constraints that match (at least) the runs an earlier invocation's Slurm job
+    left without launch.json (train.smk's record_ended_run), or None if there are none.
+    Only srun-launched runs leave slurm.json. `recorded`: `recorded_runs()`."""
+    ended = [run for run in runs if run.run_dir in recorded[slurm.RECORD] - recorded[RUN_RECORD]]
+    if not ended:
+        return None
+    return {name: constraint(sorted({str(getattr(run, name)) for run in ended})) for name in RUN_FIELDS}

@@ -1,0 +1,77 @@
+"""The config schema (workflow/schemas/config.schema.yaml): read once, its defaults the one
+source of every default setting, its check with one short message naming the key and the
+bad value. Stdlib and PyYAML at import (jsonschema inside the checks: the analysis environment)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG_SCHEMA = os.path.join(REPO, "workflow", "schemas", "config.schema.yaml")
+
+
+@functools.cache
+def _load_schema(schema_path: str) -> dict:
+    # libyaml's loader where PyYAML has it: the pure-Python one takes a tenth of a second
+    # for this schema, on every `snakemake` invocation.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(schema_path) as f:
+        return yaml.load(f, Loader=loader)  # noqa: S506 (a safe loader)
+
+
+def schema_defaults(*keys: str, schema_path: str = CONFIG_SCHEMA) -> dict:
+    """The schema's defaults of the object at `keys` (e.g. "data", "text"): the one source
+    of every default setting."""
+    node = _load_schema(schema_path)
+    for key in keys:
+        node = node["properties"][key]
+    return {name: copy.deepcopy(prop["default"]) for name, prop in node["properties"].items() if "default" in prop}
+
+
+def _path(error) -> str:
+    parts = []
+    for part in error.absolute_path:
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def fill_defaults(config: dict, schema_path: str = CONFIG_SCHEMA) -> None:
+    """Validate `config` against the schema and fill in its defaults, as Snakemake's
+    `validate(config, schema, set_default=True)` does (jsonschema's documented recipe), on the
+    schema read once with libyaml: Snakemake's reads it with the pure-Python loader on every
+    invocation (a fifth of the Snakefile's parse time, docs/planning.md). Raises jsonschema's
+    ValidationError."""
+    import jsonschema
+
+    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))  # not the cached schema's
+        yield from check_properties(validator, properties, instance, schema)
+
+    filling = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": set_defaults})
+    filling(_load_schema(schema_path)).validate(config)
+
+
+def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None:
+    """None if `config` satisfies the schema, else e.g. `grid.batch_per_device[0]: -1 is ...`."""
+    import jsonschema  # analysis environment only; the defaults are read in PyTorch's too
+
+    validator = jsonschema.Draft202012Validator(_load_schema(schema_path))
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    # anyOf errors say little; the deepest sub-error names the real constraint.
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    if error.validator == "pattern":
+        return f"{_path(error)}: {error.instance!r} is not allowed (must match {error.validator_value})"
+    return f"{_path(error)}: {error.message}"

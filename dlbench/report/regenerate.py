@@ -1,0 +1,97 @@
+"""Regenerate a measured campaign's tables and report from its raw step logs alone, the way the
+pipeline makes them: the one derivation (dlbench.analysis.derive, as the aggregate rule), the
+references rule's comparison and the report rule's page. Every file is byte-identical each time,
+in any process and any directory -- no wall clock (the report's date is SOURCE_DATE_EPOCH or the
+runs' own), seeded bootstraps, sorted keys, a campaign id made from the raw logs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from dlbench import report
+from dlbench.analysis import references, tables
+from dlbench.analysis.derive import FILES, derive, flops_counts, pipeline_paths
+from dlbench.planning.config import REPO, checked_grid, schema_defaults
+from dlbench.planning.grid import Grid
+
+OUTPUTS = (*FILES, "references.csv", "index.html")
+FLOPS_DIR = Path("results/flops")
+# A committed measured campaign (campaigns/<name>/, docs/campaigns.md) keeps the config files
+# its pipeline ran with here, merged in name order as Snakemake merges --configfile files.
+CONFIG_DIR = Path("config")
+
+
+def output_paths(out: str | Path) -> dict[str, Path]:
+    """OUTPUTS → where they go under `out`: the pipeline's own layout (results/tables/...)."""
+    tables_dir = pipeline_paths(out)["cells.csv"].parent
+    paths = {**pipeline_paths(out), "references.csv": tables_dir / "references.csv"}
+    return paths | {"index.html": Path(out) / "results" / "report" / "index.html"}
+
+
+def regenerate(
+    experiment: Grid,
+    root: str | Path,
+    out: str | Path,
+    config: dict,
+    published_path: str | Path | None = None,
+    flops: dict[str, float] | None = None,
+) -> dict[str, Path]:
+    """Write OUTPUTS under `out` (output_paths) from the raw logs below `root`; returns their paths. `flops`:
+    training FLOPs per sample by model (default: the pipeline's results/flops/*.json under `root`,
+    whose counts the pipeline's cells were made with)."""
+    root, paths = Path(root), output_paths(out)
+    if flops is None:
+        flops = flops_counts(sorted((root / FLOPS_DIR).glob("*.json")))
+    derived = derive(experiment, config, root, flops)
+    derived.write(paths)
+    settings = {**schema_defaults("references"), **config.get("references", {})}
+    published = published_path or Path(REPO, settings["published"])  # relative: to the repository
+    paths["references.csv"].write_bytes(tables.csv_bytes(references.compare(derived.cells, settings, published)))
+    html = report.render_files(
+        paths["cells.csv"],
+        paths["runs.csv"],
+        experiment.protocol,
+        config,
+        paths["references.csv"],
+        paths["environment.json"],
+        published_path=published,
+        shown_from=out,
+    )
+    paths["index.html"].parent.mkdir(parents=True, exist_ok=True)
+    paths["index.html"].write_text(html, encoding="utf-8")
+    return paths
+
+
+def campaign_config(campaign: str | Path) -> dict:
+    """The config a committed campaign's pipeline ran with: its config/*.yaml, merged in order.
+    run.python named interpreters on the machine that ran; deriving needs none of them."""
+    from snakemake.utils import update_config  # the merge Snakemake applies to --configfile
+
+    files = sorted((Path(campaign) / CONFIG_DIR).glob("*.yaml"))
+    if not files:
+        raise FileNotFoundError(f"{Path(campaign) / CONFIG_DIR}: no *.yaml (the campaign's config files)")
+    config: dict = {}
+    for path in files:
+        update_config(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    config.get("run", {}).pop("python", None)
+    return config
+
+
+def regenerate_campaign(campaign: str | Path, out: str | Path) -> dict[str, Path]:
+    """A committed campaign's tables, manifest and report, made again under `out` from its raw logs."""
+    config = campaign_config(campaign)
+    return regenerate(checked_grid(config), campaign, out, config)
+
+
+def check_campaign(campaign: str | Path) -> list[str]:
+    """The committed files that differ from (or are missing beside) a fresh regeneration."""
+    with tempfile.TemporaryDirectory() as out:
+        made, committed = regenerate_campaign(campaign, out), output_paths(campaign)
+        return [
+            f"{committed[name]}: {'missing' if not committed[name].exists() else 'differs from its regeneration'}"
+            for name in OUTPUTS
+            if not committed[name].exists() or committed[name].read_bytes() != made[name].read_bytes()
+        ]
