@@ -18,7 +18,7 @@ def _input_sizes(models: list[str], run: dict) -> list[str]:
     sizes = []
     for m in models:
         spec = CATALOGUE.get(m, {})
-        if spec.get("kind") == "text":
+        if spec.get("kind") in ("text", "llm"):
             n = run.get("seq_len") or spec.get("default_seq_len")
             sizes.append(f"{labels.model_title(m)}: sequences of {n} tokens")
         else:

@@ -48,6 +48,21 @@ class DDP(Single):
             dist.destroy_process_group()
 
 
+class FSDP(DDP):
+    """FSDP2 (`fully_shard`), one process per device: parameters, gradients and optimizer
+    state sharded over the ranks (gloo on the CPU, NCCL on CUDA); a model's `shard_units()`
+    (the Llama's blocks) are units of their own, the rest belongs to the root."""
+
+    def wrap_model(self, model, spec, device):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (spec.dist.world_size,))
+        for unit in getattr(model, "shard_units", list)():
+            fully_shard(unit, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+
+
 class Horovod(Single):
     """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod): the
     optimizer all-reduces gradients; every rank starts from rank 0's state."""
@@ -75,9 +90,11 @@ class Horovod(Single):
 
 
 def for_run(spec):
-    """The strategy object of `spec`: DDP whenever several ranks run without Horovod."""
+    """The strategy object of `spec`: DDP whenever several ranks run without Horovod or FSDP."""
     if spec.coords.strategy == "horovod":
         return Horovod()
+    if spec.coords.strategy == "fsdp":
+        return FSDP()
     if spec.dist.world_size > 1:
         return DDP()
     return Single()
