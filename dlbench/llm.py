@@ -57,8 +57,8 @@ ADAMW_BETAS = (0.9, 0.95)
 ADAMW_EPSILON = 1e-8
 ADAMW_WEIGHT_DECAY = 0.1
 WARMUP_STEPS = 100
-# The synthetic tokens of step-less runs draw from every id of the vocabulary but these
-# first ones (kept for special tokens, as BERT's synthetic batch keeps its first 1000).
+# Synthetic tokens are drawn from every id of the vocabulary but these first ones (kept for
+# special tokens, as BERT's synthetic batch keeps its first 1000 ids out).
 FIRST_TOKEN = 10
 
 
