@@ -1,7 +1,8 @@
 """The model catalogue shared by every framework. Stdlib only.
 
 A framework runner declares which of these it builds; sizes here are the defaults
-the seeds used (224 px for ImageNet CNNs, 299 px for InceptionV3, sequence 128 for BERT).
+the seeds used (224 px for ImageNet CNNs, 299 px for InceptionV3, sequence 128 for BERT,
+2048 for the LLMs, whose shapes are dlbench.llm.SHAPES).
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ CATALOGUE: dict[str, dict] = {
     "inception_v3": {"kind": "image", "default_image_size": 299, "title": "InceptionV3"},
     "alexnet": {"kind": "image", "default_image_size": 224, "title": "AlexNet"},
     "bert_base": {"kind": "text", "default_seq_len": 128, "title": "BERT-base"},
+    # LLM pretraining (issue #27): throughput in tokens (dlbench.llm, docs/frameworks/llm.md).
+    "llama3_8b": {"kind": "llm", "default_seq_len": 2048, "title": "Llama 3.1 8B"},
+    "llama3_1b": {"kind": "llm", "default_seq_len": 2048, "title": "Llama 3.2 1B"},
+    "llama_small": {"kind": "llm", "default_seq_len": 2048, "title": "Llama small (4 layers, 45 M)"},
 }
 
 
@@ -27,4 +32,10 @@ def resolved_sizes(model: str, image_size: int = 0, seq_len: int = 0) -> tuple[i
 
 
 def sample_unit(model: str) -> str:
-    return "sequences" if CATALOGUE[model]["kind"] == "text" else "images"
+    return {"text": "sequences", "llm": "tokens"}.get(CATALOGUE[model]["kind"], "images")
+
+
+def samples_per_example(model: str, seq_len: int) -> int:
+    """What one example of a batch counts in the step log's `samples`: its tokens for an LLM
+    (throughput in tokens/s), else 1."""
+    return seq_len if CATALOGUE.get(model, {}).get("kind") == "llm" else 1

@@ -70,6 +70,11 @@ def sgd_lr(spec) -> float:
 
 def optimizer_settings(spec) -> dict:
     """What the step-log header records of the run's optimizer (the runners use the same numbers)."""
-    if CATALOGUE.get(spec.coords.model, {}).get("kind") == "text":
+    kind = CATALOGUE.get(spec.coords.model, {}).get("kind")
+    if kind == "llm":
+        from dlbench import llm
+
+        return llm.optimizer_settings()
+    if kind == "text":
         return {"name": "adam", "learning_rate": ADAM_LR, "epsilon": ADAM_EPSILON}
     return {"name": "sgd", "learning_rate": sgd_lr(spec), "momentum": SGD_MOMENTUM, "rule": SGD_LR_RULE}

@@ -76,4 +76,5 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert packages <= set(STAGES) | CONTRACT_FOLDERS
     top = {p.stem for p in PACKAGE.glob("*.py")}
-    assert top == {"__init__", "coords", "models", "workload", "protocol", "steplog", "provenance", "files", "labels"}
+    contracts = {"coords", "models", "llm", "workload", "protocol", "steplog", "provenance", "files", "labels"}
+    assert top == {"__init__", *contracts}

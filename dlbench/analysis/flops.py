@@ -22,6 +22,8 @@ COUNT_BATCH = 2
 
 
 def count(model: str, image_size: int, seq_len: int) -> dict:
+    if CATALOGUE[model]["kind"] == "llm":
+        return llm_count(model, seq_len)
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -40,6 +42,20 @@ def count(model: str, image_size: int, seq_len: int) -> dict:
         "seq_len": seq_len if CATALOGUE[model]["kind"] == "text" else None,
         "train_flops_per_sample": counter.get_total_flops() / COUNT_BATCH,
         "counted_with": f"torch {torch.__version__} FlopCounterMode, forward + backward, optimizer excluded",
+    }
+
+
+def llm_count(model: str, seq_len: int) -> dict:
+    """An LLM's FLOPs per sample are per token (its samples are tokens, dlbench.llm), from
+    PaLM's formula: counting an 8B model's step on a CPU would take minutes for the same number."""
+    from dlbench import llm
+
+    return {
+        "model": model,
+        "image_size": None,
+        "seq_len": seq_len,
+        "train_flops_per_sample": llm.train_flops_per_token(model, seq_len),
+        "counted_with": "PaLM appendix B: 6 x matmul parameters + 12 x layers x hidden x seq_len, per token",
     }
 
 

@@ -18,6 +18,7 @@ import traceback
 
 from dlbench import __version__
 from dlbench.launch import energy
+from dlbench.models import samples_per_example
 from dlbench.runners import framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
@@ -76,7 +77,8 @@ def time_steps(
     events = runner.step_events(total)
     loop = _per_step_sync if events is None else _window_sync
     t_start, t_end, data_wait, losses = loop(runner, warmup_steps, total, progress_every * (rank == 0), meter, events)
-    samples = runner.spec.batch * runner.spec.local_devices
+    spec = runner.spec
+    samples = spec.batch * spec.local_devices * samples_per_example(spec.coords.model, spec.seq_len)
     return [
         {
             "i": i,

@@ -11,6 +11,7 @@ import functools
 import itertools
 from dataclasses import dataclass
 
+from dlbench import llm
 from dlbench import protocol as protocols
 from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
 from dlbench.models import CATALOGUE
@@ -47,6 +48,9 @@ def check_semantics(config: dict) -> None:
     for model in grid["models"]:
         if model not in CATALOGUE:
             raise ConfigError(f"grid.models: unknown model {model!r}; known: {sorted(CATALOGUE)}")
+    problem = llm.config_problem(config, grid["models"])
+    if problem:
+        raise ConfigError(problem)
     for fw, strategies in grid.get("strategies", {}).items():
         # A known framework outside the grid is fine (a grid file merged over the default
         # keeps the default's strategies); an unknown name is a typo.
@@ -127,8 +131,8 @@ def expand(config: dict) -> Grid:
             if no_precision:
                 unavailable[cell] = no_precision
                 continue
-            if data not in caps.data:
-                unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline yet"
+            if data not in caps.data or (data == "real" and CATALOGUE[model]["kind"] == llm.KIND):
+                unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline for {model} yet"
                 continue
             # A strategy that cannot run here (single-node strategy at a multi-node scale,
             # NCCL on a CPU, a package that does not build) stays in the grid with its reason.

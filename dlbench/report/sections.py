@@ -31,7 +31,7 @@ def ran_sizes(models: list[str], run: dict, runs: pd.DataFrame | None) -> dict[s
 def _input_sizes(sizes: dict[str, tuple[int, int]]) -> list[str]:
     texts = []
     for m, (image_size, seq_len) in sizes.items():
-        if CATALOGUE.get(m, {}).get("kind") == "text":
+        if CATALOGUE.get(m, {}).get("kind") in ("text", "llm"):
             texts.append(f"{labels.model_title(m)}: sequences of {seq_len} tokens")
         else:
             texts.append(f"{labels.model_title(m)}: {image_size}×{image_size} px images")
@@ -63,7 +63,7 @@ def method(
             for s in (sorted(set(cells["strategy"])) if measured else [])
         ],
         "sizes": _input_sizes(sizes),
-        "image_sizes": {sizes[m][0] for m in models if CATALOGUE.get(m, {}).get("kind") != "text"},
+        "image_sizes": {sizes[m][0] for m in models if CATALOGUE.get(m, {}).get("kind") == "image"},
         "smaller_than_published": smaller,
         "device": run.get("device", "cpu"),
         "threads": run.get("threads"),

@@ -1,12 +1,15 @@
-"""JAX runner: Flax linen CNNs (NHWC, BatchNorm), optax SGD with momentum, one `jax.jit` step
-with the state donated, and data parallelism over one node's devices through a sharded batch.
-docs/frameworks/jax.md explains the fast path, threads and devices. Importing this package does
-not import JAX: `Runner.import_framework()` does, after setting what XLA reads at start-up."""
+"""JAX runner: Flax linen CNNs (NHWC, BatchNorm), optax SGD with momentum, and Llamas with
+optax AdamW (llm.py, docs/frameworks/llm.md), one `jax.jit` step with the state donated, and
+data parallelism over one node's devices through a sharded batch. docs/frameworks/jax.md
+explains the fast path, threads and devices. Importing this package does not import JAX:
+`Runner.import_framework()` does, after setting what XLA reads at start-up."""
 
 from __future__ import annotations
 
 import os
 
+from dlbench.llm import SHAPES as LLM_SHAPES
+from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 from dlbench.workload import sgd_lr
@@ -14,7 +17,7 @@ from dlbench.workload import sgd_lr
 CAPABILITIES = Capabilities(
     label="JAX",
     colour="#9467bd",
-    models=("resnet50", "resnet152", "vgg16", "alexnet"),
+    models=("resnet50", "resnet152", "vgg16", "alexnet", *LLM_SHAPES),
     unavailable_models={
         "inception_v3": "the JAX runner has no Flax InceptionV3 yet",
         "bert_base": "the JAX runner has no Flax BERT yet",
@@ -77,6 +80,9 @@ class Runner(BaseRunner):
 
         spec, jax = self.spec, self.jax
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
+        self._last = None
+        if CATALOGUE[spec.coords.model]["kind"] == "llm":
+            return self._build_llm()
         model = models.build(spec.coords.model, self.dtype)
         size = spec.image_size
         # This process's share of the global batch (batch × its devices), put on its devices.
@@ -88,11 +94,26 @@ class Runner(BaseRunner):
         self.images = jax.make_array_from_process_local_data(data, images)
         self.labels = jax.make_array_from_process_local_data(data, labels)
         step = train.train_step(model, optimizer, spec.seed, replicated)
-        self.step_fn, self.compile_record = train.compile_step(step, self.state, self.images, self.labels)
-        self._last = None
+        self.inputs = (self.images, self.labels)
+        self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
+
+    def _build_llm(self) -> None:
+        """A Llama (llm.py): the global batch's tokens split over the devices, the state replicated."""
+        from dlbench.runners.jax import llm, train
+
+        spec, jax = self.spec, self.jax
+        module = llm.Llama(spec.coords.model, self.dtype)
+        data, replicated = train.placement(self.devices)
+        optim = llm.optimizer()
+        self.state = llm.initial_state(module, spec.seq_len, spec.seed, replicated, optim)
+        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
+        tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
+        self.inputs = (jax.make_array_from_process_local_data(data, tokens),)
+        step = llm.train_step(module, optim, replicated)
+        self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
 
     def step(self, batch=None):
-        self.state, loss = self.step_fn(self.state, self.images, self.labels)
+        self.state, loss = self.step_fn(self.state, *self.inputs)
         self._last = loss
         return loss
 
@@ -103,6 +124,9 @@ class Runner(BaseRunner):
 
     def loss_value(self, handle) -> float:
         return float(handle)
+
+    def _is_llm(self) -> bool:
+        return CATALOGUE[self.spec.coords.model]["kind"] == "llm"
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
@@ -127,8 +151,9 @@ class Runner(BaseRunner):
             "processes": self.jax.process_count(),
             "threads": len(os.sched_getaffinity(0)),
             "trainable_params": self.params,
-            "memory_format": "NHWC",
+            "memory_format": None if self._is_llm() else "NHWC",
             "compute_dtype": self.jax.numpy.dtype(self.dtype).name,
-            "implementation": "Flax linen model, jax.jit train step with the state donated, optax SGD momentum",
+            "implementation": "Flax linen model, jax.jit train step with the state donated, "
+            + ("optax AdamW, linear warm-up" if self._is_llm() else "optax SGD momentum"),
             "step_compile": getattr(self, "compile_record", None),
         }

@@ -60,7 +60,7 @@ def train_step(model, optimizer, seed: int, replicated):
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
-def compile_step(step, state, images, labels):
+def compile_step(step, state, *inputs):
     """The step's executable, compiled ahead of the first step so that no timed step holds
     the compile (not even with no warm-up), and a record of it: seconds, and whether JAX's
     persistent cache (JAX_COMPILATION_CACHE_DIR) served it ("off": no cache directory)."""
@@ -72,7 +72,7 @@ def compile_step(step, state, images, labels):
     jax.monitoring.register_event_listener(listen)
     start = time.perf_counter()
     try:
-        compiled = step.lower(state, images, labels).compile()
+        compiled = step.lower(state, *inputs).compile()
     finally:
         jax.monitoring.unregister_event_listener(listen)
     cache_dir = jax.config.jax_compilation_cache_dir

@@ -1,9 +1,11 @@
 """PyTorch runner: torchvision CNNs (SGD with momentum), Hugging Face BertForPreTraining
-(Adam), DDP across devices. docs/frameworks/pytorch.md explains the fast path, the input
-pipelines and the strategies. Importing this package does not import torch."""
+(Adam), its own Llama (AdamW; llm.py, docs/frameworks/llm.md), DDP or FSDP2 across devices.
+docs/frameworks/pytorch.md explains the fast path, the input pipelines and the strategies.
+Importing this package does not import torch."""
 
 from __future__ import annotations
 
+from dlbench.llm import SHAPES as LLM_SHAPES
 from dlbench.models import CATALOGUE
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
@@ -13,10 +15,12 @@ from dlbench.runners.pytorch import clock, models, pipeline, strategies
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
+LLMS = tuple(LLM_SHAPES)
+
 CAPABILITIES = Capabilities(
     label="PyTorch",
     colour="#d62728",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base", *LLMS),
     precisions=("fp32", "amp"),
     data=("synthetic", "real"),
     image_format="imagefolder",
@@ -27,6 +31,11 @@ CAPABILITIES = Capabilities(
             "ddp",
             "PyTorch DistributedDataParallel: synchronous data parallelism, gradients all-reduced every step "
             "(gloo on CPU, NCCL on GPU)",
+        ),
+        Strategy(
+            "fsdp",
+            "PyTorch FSDP2 (fully_shard, each Llama block a unit): parameters, gradients and optimizer state "
+            "sharded over the devices, gathered per unit for its forward and backward (gloo on CPU, NCCL on GPU)",
         ),
         # Horovod does not build against the locked torch (README, Strategies): its cells say why.
         _horovod.strategy(),
@@ -62,6 +71,7 @@ class Runner(BaseRunner):
         self.strategy = strategies.for_run(spec)
         self.strategy.start(spec, self.device)
         self.is_text = CATALOGUE[spec.coords.model]["kind"] == "text"
+        self.is_llm = CATALOGUE[spec.coords.model]["kind"] == "llm"
         model = self._model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
         model = self.strategy.wrap_model(model, spec, self.device)
@@ -73,8 +83,9 @@ class Runner(BaseRunner):
         self.dali = False
         amp = spec.coords.precision == "amp"
         on_cuda = self.device.type == "cuda"
-        self.autocast_dtype = (torch.float16 if on_cuda else torch.bfloat16) if amp else None
-        self.scaler = torch.amp.GradScaler("cuda") if amp and on_cuda else None
+        # LLMs autocast to bfloat16 on CUDA too (no loss scaling), as they are pre-trained.
+        self.autocast_dtype = (torch.float16 if on_cuda and not self.is_llm else torch.bfloat16) if amp else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self._optimizer()
         self._inputs(torch.Generator().manual_seed(spec.seed))
         # On CUDA, steps are timed by events and the queue drained at the window's ends only
@@ -90,6 +101,10 @@ class Runner(BaseRunner):
         return torch.device("cuda", spec.dist.local_rank)
 
     def _model(self):
+        if self.is_llm:
+            from dlbench.runners.pytorch import llm
+
+            return llm.Llama(self.spec.coords.model).to(self.device)
         if self.is_text:
             return models.bert_for_pretraining().to(self.device)
         model = models.image_model(self.spec.coords.model)
@@ -97,7 +112,12 @@ class Runner(BaseRunner):
 
     def _optimizer(self) -> None:
         torch, params = self.torch, self.model.parameters()
-        if self.is_text:
+        self.schedule = None
+        if self.is_llm:
+            from dlbench.runners.pytorch import llm
+
+            optimizer, self.schedule = llm.optimizer(params, compiled=self.spec.compile)
+        elif self.is_text:
             optimizer = torch.optim.Adam(params, lr=ADAM_LR, foreach=True)
         else:
             optimizer = torch.optim.SGD(params, lr=sgd_lr(self.spec), momentum=SGD_MOMENTUM, foreach=True)
@@ -114,6 +134,11 @@ class Runner(BaseRunner):
     def _inputs(self, generator) -> None:
         """The synthetic batch on the device, or the real-data pipeline."""
         torch, spec = self.torch, self.spec
+        if self.is_llm:  # synthetic tokens only: the grid has no real-data LLM cells
+            from dlbench.runners.pytorch import llm
+
+            self.tokens = llm.tokens(spec, generator).to(self.device)
+            return
         if self.is_text:
             if self.real_data:
                 self.batches = pipeline.forever(pipeline.text_loader(spec, self.device))
@@ -142,6 +167,10 @@ class Runner(BaseRunner):
         return [t.to(self.device, non_blocking=True) for t in batch]
 
     def _loss(self, batch=None):
+        if self.is_llm:
+            from dlbench.runners.pytorch import llm
+
+            return llm.loss(self.model, self.tokens)
         if self.is_text:
             inputs = dict(self.inputs) if batch is None else dict(zip(models.PRETRAINING_FIELDS, batch, strict=True))
             labels, next_sentence = inputs.pop("labels"), inputs.pop("next_sentence_label")
@@ -169,6 +198,8 @@ class Runner(BaseRunner):
         else:
             loss.backward()
             self.optimizer_step()
+        if self.schedule is not None:
+            self.schedule.step()
         return loss.detach()
 
     def sync(self) -> None:
@@ -207,7 +238,7 @@ class Runner(BaseRunner):
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
-            "memory_format": None if self.is_text else "channels_last",
+            "memory_format": None if self.is_text or self.is_llm else "channels_last",
             "compute_dtype": str(compute_dtype).removeprefix("torch."),
             "torch_compile": self._compiled(),
         }

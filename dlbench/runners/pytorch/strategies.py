@@ -54,6 +54,22 @@ class DDP(Single):
             dist.destroy_process_group()
 
 
+@STRATEGIES.binds("fsdp")
+class FSDP(DDP):
+    """FSDP2 (`fully_shard`), one process per device: parameters, gradients and optimizer
+    state sharded over the ranks (gloo on the CPU, NCCL on CUDA); a model's `shard_units()`
+    (the Llama's blocks) are units of their own, the rest belongs to the root."""
+
+    def wrap_model(self, model, spec, device):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (spec.dist.world_size,))
+        for unit in getattr(model, "shard_units", list)():
+            fully_shard(unit, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+
+
 @STRATEGIES.binds("horovod")
 class Horovod(Single):
     """Horovod over Gloo (NCCL on GPUs) without horovodrun (dlbench.runners._horovod): the

@@ -1,0 +1,129 @@
+"""The Llama of dlbench.llm in Flax linen (issue #27), layer for layer the PyTorch runner's
+(dlbench/runners/pytorch/llm.py): RMSNorm, RoPE (Llama 3.1 scaling), grouped-query attention
+(jax.nn.dot_product_attention, causal), SwiGLU; its synthetic tokens, and the jitted step with
+optax AdamW and the linear warm-up. Imports JAX: only `Runner.build` imports this module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dlbench import llm
+
+
+class RMSNorm(nn.Module):
+    eps: float
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        weight = self.param("weight", nn.initializers.ones, (x.shape[-1],))
+        # Normalised in float32 and cast back, as the PyTorch definition does.
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return (weight * normed.astype(x.dtype)).astype(self.dtype)
+
+
+def rotate(x, cos, sin):
+    """RoPE on (batch, seq, heads, head_dim), halves rotated (the PyTorch runner's layout)."""
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate((-x[..., half:], x[..., :half]), axis=-1)
+    return (x * cos + rotated * sin).astype(x.dtype)
+
+
+class Block(nn.Module):
+    shape: llm.LlamaShape
+    dtype: Any = jnp.float32
+
+    def dense(self, features: int, name: str):
+        init = nn.initializers.normal(self.shape.init_std)
+        return nn.Dense(features, use_bias=False, dtype=self.dtype, kernel_init=init, name=name)
+
+    @nn.compact
+    def __call__(self, x, cos, sin):
+        s = self.shape
+        batch, seq, _ = x.shape
+        h = RMSNorm(s.norm_eps, self.dtype, name="attention_norm")(x)
+        q = self.dense(s.heads * s.head_dim, "q")(h).reshape(batch, seq, s.heads, s.head_dim)
+        k = self.dense(s.kv_heads * s.head_dim, "k")(h).reshape(batch, seq, s.kv_heads, s.head_dim)
+        v = self.dense(s.kv_heads * s.head_dim, "v")(h).reshape(batch, seq, s.kv_heads, s.head_dim)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        attended = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # GQA: heads share k, v
+        x = x + self.dense(s.hidden, "o")(attended.reshape(batch, seq, -1))
+        h = RMSNorm(s.norm_eps, self.dtype, name="ffn_norm")(x)
+        gated = nn.silu(self.dense(s.ffn, "gate")(h)) * self.dense(s.ffn, "up")(h)
+        return x + self.dense(s.hidden, "down")(gated)
+
+
+class Llama(nn.Module):
+    model: str
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens):
+        s = llm.shape(self.model)
+        init = nn.initializers.normal(s.init_std)
+        embed = nn.Embed(s.vocab, s.hidden, embedding_init=init, dtype=self.dtype, name="embed")
+        positions = jnp.arange(tokens.shape[1], dtype=jnp.float32)
+        angles = jnp.outer(positions, jnp.asarray(llm.rope_inv_freq(self.model), jnp.float32))
+        angles = jnp.concatenate((angles, angles), axis=-1)[None, :, None, :]  # (1, seq, 1, head_dim)
+        cos, sin = jnp.cos(angles), jnp.sin(angles)
+        x = embed(tokens)
+        for i in range(s.layers):
+            x = Block(s, self.dtype, name=f"block{i}")(x, cos, sin)
+        x = RMSNorm(s.norm_eps, self.dtype, name="norm")(x)
+        if s.tied_embeddings:
+            return embed.attend(x)
+        return nn.Dense(s.vocab, use_bias=False, dtype=self.dtype, kernel_init=init, name="head")(x)
+
+
+def optimizer():
+    """AdamW with the linear warm-up of dlbench.llm: lr peak × (count + 1) / WARMUP_STEPS."""
+    warmup = llm.WARMUP_STEPS
+    schedule = optax.linear_schedule(llm.ADAMW_LR / warmup, llm.ADAMW_LR, warmup - 1)
+    b1, b2 = llm.ADAMW_BETAS
+    return optax.adamw(schedule, b1=b1, b2=b2, eps=llm.ADAMW_EPSILON, weight_decay=llm.ADAMW_WEIGHT_DECAY)
+
+
+def initial_state(module, seq_len: int, seed: int, sharding, optim):
+    """(params, opt_state) computed on the devices of `sharding` (every process the same)."""
+
+    def init():
+        params = module.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))["params"]
+        return params, optim.init(params)
+
+    return jax.jit(init, out_shardings=sharding)()
+
+
+def train_step(module, optim, replicated):
+    """step(state, tokens) -> (state, loss), jitted with the state donated. Causal LM: the
+    mean cross-entropy (float32 logits) of each next token; `tokens`: (batch, seq_len + 1)."""
+
+    def step(state, tokens):
+        params, opt_state = state
+
+        def loss_fn(params):
+            logits = module.apply({"params": params}, tokens[:, :-1]).astype(jnp.float32)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = optim.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    return jax.jit(step, donate_argnums=(0,), out_shardings=replicated)
+
+
+def tokens(spec, processes: int, rank: int):
+    """This process's share of the global synthetic batch, (batch × its devices, seq_len + 1)
+    int32: the global batch is drawn once from the seed, so one device with the global batch
+    sees the tokens that the devices of a sharded run see together."""
+    vocab = llm.shape(spec.coords.model).vocab
+    share = spec.batch * spec.local_devices
+    rng = np.random.default_rng(spec.seed)
+    everything = rng.integers(llm.FIRST_TOKEN, vocab, (share * processes, spec.seq_len + 1), dtype=np.int64)
+    return everything[rank * share : (rank + 1) * share].astype(np.int32)

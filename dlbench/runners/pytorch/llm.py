@@ -1,0 +1,147 @@
+"""A compact Llama for PyTorch (issue #27; transformers is not in the PyTorch lock): RMSNorm,
+RoPE (Llama 3.1 scaling), grouped-query attention through scaled_dot_product_attention
+(is_causal), SwiGLU; the shapes of dlbench.llm.SHAPES, random initialisation. Also its
+synthetic tokens, loss and AdamW with linear warm-up.
+docs/frameworks/llm.md. Imports torch: only the runner's build imports this module."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dlbench import llm
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        # Normalised in float32 and cast back, as Meta's and Hugging Face's Llama do.
+        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+def rotate(x, cos, sin):
+    """RoPE on (batch, heads, seq, head_dim), halves rotated (Hugging Face's layout)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * cos + rotated * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, s: llm.LlamaShape):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = s.heads, s.kv_heads, s.head_dim
+        self.q = nn.Linear(s.hidden, s.heads * s.head_dim, bias=False)
+        self.k = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
+        self.v = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
+        self.o = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
+
+    def forward(self, x, cos, sin):
+        batch, seq, _ = x.shape
+        q = self.q(x).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.o(out.transpose(1, 2).reshape(batch, seq, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, s: llm.LlamaShape):
+        super().__init__()
+        self.gate = nn.Linear(s.hidden, s.ffn, bias=False)
+        self.up = nn.Linear(s.hidden, s.ffn, bias=False)
+        self.down = nn.Linear(s.ffn, s.hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, s: llm.LlamaShape):
+        super().__init__()
+        self.attention_norm = RMSNorm(s.hidden, s.norm_eps)
+        self.attention = Attention(s)
+        self.ffn_norm = RMSNorm(s.hidden, s.norm_eps)
+        self.ffn = FeedForward(s)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attention(self.attention_norm(x), cos, sin)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, model: str):
+        super().__init__()
+        s = llm.shape(model)
+        self.embed = nn.Embedding(s.vocab, s.hidden)
+        self.blocks = nn.ModuleList(Block(s) for _ in range(s.layers))
+        self.norm = RMSNorm(s.hidden, s.norm_eps)
+        self.head = nn.Linear(s.hidden, s.vocab, bias=False)
+        if s.tied_embeddings:
+            self.head.weight = self.embed.weight
+        # A buffer, not a parameter: FSDP leaves it whole on every rank.
+        self.register_buffer("inv_freq", torch.tensor(llm.rope_inv_freq(model)), persistent=False)
+        self._init_weights(s.init_std)
+
+    def shard_units(self):
+        """FSDP2's units below the root (strategies.FSDP): each decoder block, its parameters
+        gathered just before it runs; the root holds the embeddings, final norm and head."""
+        return list(self.blocks)
+
+    def _init_weights(self, std: float) -> None:
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device, dtype=torch.float32)
+        angles = torch.outer(positions, self.inv_freq.float())
+        angles = torch.cat((angles, angles), dim=-1)
+        cos, sin = angles.cos(), angles.sin()
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.head(self.norm(x))
+
+
+def loss(model, tokens):
+    """Causal LM: the mean cross-entropy of each next token (float32 logits), over every
+    position of the batch. `tokens`: (batch, seq_len + 1)."""
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def tokens(spec, generator):
+    """This rank's share of the global synthetic batch: (batch, seq_len + 1) token ids. The
+    global batch (batch × devices sequences) is drawn once from the seed, so a single run of
+    the global batch sees the same tokens as the ranks of a multi-device run together."""
+    vocab = llm.shape(spec.coords.model).vocab
+    ranks = spec.dist.world_size
+    share = spec.batch * spec.local_devices
+    everything = torch.randint(llm.FIRST_TOKEN, vocab, (share * ranks, spec.seq_len + 1), generator=generator)
+    return everything[spec.dist.rank * share : (spec.dist.rank + 1) * share].clone()
+
+
+def optimizer(params, compiled: bool):
+    """AdamW and its warm-up schedule (dlbench.llm). Under torch.compile the learning rate is a
+    tensor (foreach then needs `capturable`), so that the scheduler's changes do not recompile
+    the compiled step (one graph, measured)."""
+    adamw = torch.optim.AdamW(
+        params,
+        lr=torch.tensor(llm.ADAMW_LR) if compiled else llm.ADAMW_LR,
+        capturable=compiled,
+        betas=llm.ADAMW_BETAS,
+        eps=llm.ADAMW_EPSILON,
+        weight_decay=llm.ADAMW_WEIGHT_DECAY,
+        foreach=True,
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(adamw, lambda step: llm.lr_at(step) / llm.ADAMW_LR)
+    return adamw, schedule

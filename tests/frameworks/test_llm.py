@@ -1,0 +1,186 @@
+"""LLM pretraining (issue #27): the Llama shapes and their counts, throughput in tokens, the
+planning-time checks, and both runners' Llama (llama_small at 64 tokens: seconds a run) with
+their strategies against the single-device step of the same global batch
+(tests/frameworks/equivalence.py; docs/frameworks/llm.md)."""
+
+import json
+
+import pytest
+
+from dlbench import labels, llm
+from dlbench.analysis.flops import llm_count
+from dlbench.models import CATALOGUE, sample_unit
+from dlbench.planning.grid import ConfigError, expand
+from dlbench.steplog import read_steplog
+from tests.conftest import framework_python
+from tests.frameworks import equivalence
+
+SEQ_LEN = 64
+CASE = {"model": "llama_small", "batch": 4}  # the global batch: 2 devices × 2
+SEQ = ("--seq-len", str(SEQ_LEN))
+# Meta's published totals (Llama 3.1 8B, Llama 3.2 1B with tied embeddings).
+PARAMETERS = {"llama3_8b": 8_030_261_248, "llama3_1b": 1_235_814_400, "llama_small": 45_355_520}
+
+needs_torch = pytest.mark.skipif(
+    not framework_python("pytorch").exists(), reason="the pytorch environment is not built"
+)
+needs_jax = pytest.mark.skipif(not framework_python("jax").exists(), reason="the jax environment is not built")
+
+
+def test_catalogue_has_the_llama_shapes_and_their_parameters():
+    assert {m for m, meta in CATALOGUE.items() if meta["kind"] == "llm"} == set(llm.SHAPES)
+    assert {m: llm.parameter_count(m) for m in llm.SHAPES} == PARAMETERS
+    big = llm.SHAPES["llama3_8b"]
+    assert (big.layers, big.hidden, big.heads, big.kv_heads, big.ffn, big.vocab) == (32, 4096, 32, 8, 14336, 128256)
+    assert big.rope_theta == 500_000 and not big.tied_embeddings and llm.SHAPES["llama3_1b"].tied_embeddings
+    assert all(CATALOGUE[m]["default_seq_len"] == 2048 for m in llm.SHAPES)
+
+
+def test_rope_frequencies_follow_llama_3_1_scaling():
+    """High frequencies kept, low ones divided by the factor (8), the band between smoothed."""
+    plain = [1 / 500_000 ** (2 * i / 128) for i in range(64)]
+    scaled = llm.rope_inv_freq("llama3_8b")
+    assert scaled[0] == plain[0] and scaled[-1] == pytest.approx(plain[-1] / 8)
+    assert all(p / 8 <= s <= p for s, p in zip(scaled, plain, strict=True))
+    assert llm.rope_inv_freq("llama_small") == [1 / 500_000 ** (2 * i / 64) for i in range(32)]
+
+
+def test_flops_per_token_are_palms_6n_plus_attention():
+    s = llm.SHAPES["llama3_8b"]
+    matmul = PARAMETERS["llama3_8b"] - s.vocab * s.hidden  # the input embedding is a lookup
+    counted = llm_count("llama3_8b", 8192)
+    assert counted["train_flops_per_sample"] == 6 * matmul + 12 * 32 * 4096 * 8192
+    assert counted["train_flops_per_sample"] == pytest.approx(57.914e9, rel=1e-4)
+    # Tied: the head's matmul still costs its vocab × hidden.
+    assert llm.matmul_parameters("llama3_1b") == PARAMETERS["llama3_1b"]
+    assert llm.train_flops_per_token("llama3_1b", 0) == 6 * PARAMETERS["llama3_1b"]
+
+
+def test_throughput_is_in_tokens():
+    assert sample_unit("llama3_8b") == "tokens" and labels.unit("llama_small") == "tokens/s"
+    assert labels.model_title("llama3_8b") == "Llama 3.1 8B"
+
+
+def _config(models, seq_len=0, data=("synthetic",), scales=("1x1",)):
+    return {
+        "grid": {
+            "frameworks": ["pytorch", "jax"],
+            "models": list(models),
+            "precision": ["fp32"],
+            "data": list(data),
+            "batch_per_device": [2],
+            "scales": list(scales),
+            "strategies": {"pytorch": ["fsdp"], "jax": ["sharded"]},
+        },
+        "protocol": {"preset": "caict2020"},
+        "run": {"seq_len": seq_len},
+    }
+
+
+def test_sequence_longer_than_the_models_positions_is_a_planning_error():
+    with pytest.raises(ConfigError, match=r"run.seq_len: 16384 exceeds llama_small's 8192 positions"):
+        expand(_config(["llama_small"], seq_len=16384))
+    with pytest.raises(ConfigError, match=r"run.seq_len: 1 is too short"):
+        expand(_config(["llama_small"], seq_len=1))
+    assert expand(_config(["llama3_8b", "resnet50"], seq_len=131072)).runs
+
+
+def test_real_data_llm_cells_are_unavailable_with_the_reason():
+    grid = expand(_config(["llama_small"], data=("synthetic", "real"), scales=("1x1", "1x2")))
+    assert {(r.data, r.strategy) for r in grid.runs} == {("synthetic", "single"), ("synthetic", "fsdp"),
+                                                         ("synthetic", "sharded")}  # fmt: skip
+    assert len(grid.unavailable) == 4
+    assert all("no real-data input pipeline for llama_small" in why for why in grid.unavailable.values())
+
+
+# ------------------------------------------------------------------ PyTorch
+@pytest.fixture(scope="module")
+def torch_single(tmp_path_factory):
+    """llama_small, the global batch of 4 on one device at one thread (the threads of each
+    rank below), 6 steps."""
+    run_dir = tmp_path_factory.mktemp("llm") / "single"
+    equivalence.launch("pytorch", run_dir, *SEQ, steps=equivalence.STEPS, threads=1, **CASE)
+    return run_dir
+
+
+def _global_losses(framework, run_dir, strategy):
+    """The losses of the whole global batch: the ranks' mean (each logs its own shard's)."""
+    equivalence.launch(framework, run_dir, *SEQ, scale="1x2", strategy=strategy, steps=equivalence.STEPS, threads=2,
+                       model=CASE["model"], batch=CASE["batch"] // 2)  # fmt: skip
+    logs = sorted(run_dir.glob("rank*.steps.jsonl"))
+    assert len(logs) == (2 if framework == "pytorch" else 1), logs
+    losses = [equivalence.losses(path) for path in logs]
+    return [sum(step) / len(step) for step in zip(*losses, strict=True)]
+
+
+@needs_torch
+def test_pytorch_llama_trains_and_counts_tokens(torch_single):
+    log = read_steplog(torch_single / "rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    framework = log.header["framework"]
+    assert framework["trainable_params"] == PARAMETERS["llama_small"]
+    assert framework["optimizer"]["name"] == "adamw" and framework["optimizer"]["betas"] == [0.9, 0.95]
+    assert framework["compute_dtype"] == "float32" and log.header["seq_len"] == SEQ_LEN
+    assert {s["samples"] for s in log.steps} == {CASE["batch"] * SEQ_LEN}  # tokens
+    losses = [s["loss"] for s in log.steps]
+    assert losses[0] == pytest.approx(10.37, abs=0.3)  # ln(32000): random init
+    assert losses[-1] < losses[0] - 0.1
+
+
+@needs_torch
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_pytorch_strategy_reproduces_the_single_device_losses(tmp_path, torch_single, strategy):
+    """Two 1-thread ranks, each its half of the global batch (DDP: gradients all-reduced;
+    FSDP2: each block sharded, gradients reduce-scattered): the mean of the ranks' losses
+    is the single run's, step after step."""
+    single = equivalence.losses(torch_single / "rank0.steps.jsonl")
+    equivalence.assert_equivalent(_global_losses("pytorch", tmp_path / strategy, strategy), single)
+
+
+@needs_torch
+def test_pytorch_builds_every_llama_with_its_parameters_and_names_bf16():
+    code = (
+        "import json, torch; from dlbench.runners.pytorch import llm; from dlbench.coords import RunCoords\n"
+        "from dlbench.runners.base import RunSpec; from dlbench.runners.pytorch import Runner\n"
+        "out = {}\n"
+        "for name in ('llama3_8b', 'llama3_1b', 'llama_small'):\n"
+        "    with torch.device('meta'): m = llm.Llama(name)\n"
+        "    out[name] = sum(p.numel() for p in m.parameters())\n"
+        "coords = RunCoords('pytorch', 'llama_small', 'amp', 'synthetic', '2', '1x1', 'single', 1)\n"
+        "runner = Runner(RunSpec(coords, 2, 0, 16, 1, 'cpu', compile=True))\n"
+        "runner.import_framework(); runner.build()\n"
+        "runner.step(); runner.step(); info = runner.describe()\n"
+        "out['amp'] = [info['compute_dtype'], info['torch_compile'], runner.optimizer.param_groups[0]['lr'].item()]\n"
+        "print('RESULT', json.dumps(out))"
+    )
+    out = json.loads(equivalence.run_script(framework_python("pytorch"), code))
+    assert {m: out[m] for m in PARAMETERS} == PARAMETERS
+    assert out["amp"][:2] == ["bfloat16", "model and optimizer step"]
+    assert out["amp"][2] == pytest.approx(llm.lr_at(2))  # the warm-up, through a compiled step
+
+
+# ---------------------------------------------------------------------- JAX
+@needs_jax
+def test_jax_sharded_reproduces_the_single_device_losses(tmp_path):
+    """One process, two CPU devices, the global batch split: the same losses as one device."""
+    equivalence.launch("jax", tmp_path / "single", *SEQ, steps=equivalence.STEPS, threads=2, **CASE)
+    single = equivalence.losses(tmp_path / "single" / "rank0.steps.jsonl")
+    log = read_steplog(tmp_path / "single" / "rank0.steps.jsonl")
+    assert log.header["framework"]["trainable_params"] == PARAMETERS["llama_small"]
+    assert {s["samples"] for s in log.steps} == {CASE["batch"] * SEQ_LEN}
+    assert single[-1] < single[0] - 0.1
+    equivalence.assert_equivalent(_global_losses("jax", tmp_path / "sharded", "sharded"), single)
+
+
+@needs_jax
+def test_jax_builds_every_llama_with_its_parameters():
+    code = (
+        "import json, jax, jax.numpy as jnp; from dlbench.runners.jax import llm\n"
+        "out = {}\n"
+        "for name in ('llama3_8b', 'llama3_1b', 'llama_small'):\n"
+        "    shapes = jax.eval_shape(lambda: llm.Llama(name).init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32)))\n"
+        "    out[name] = sum(x.size for x in jax.tree_util.tree_leaves(shapes['params']))\n"
+        "print('RESULT', json.dumps(out))"
+    )
+    out = json.loads(equivalence.run_script(framework_python("jax"), code, env={"JAX_PLATFORMS": "cpu"}))
+    assert out == PARAMETERS
