@@ -34,6 +34,7 @@ EVERY_OPTION = {
     "container": "podman",
     "images": "/images",
     "python_env": "site",
+    "options": "sync=loss",
 }
 
 

@@ -192,7 +192,7 @@ def test_strategy_kind_rejects_an_unknown_strategy():
         "replicated",
         "ps",
     ]
-    with pytest.raises(ValueError, match="not offered"):
+    with pytest.raises(ValueError, match="strategy 'replicated_bogus' has no class"):
         strategy_kind("replicated_bogus")
 
 

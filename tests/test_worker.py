@@ -147,6 +147,7 @@ def test_header_is_filled_from_the_run_spec(fake_framework, tmp_path):
     assert list(header)[2:] == [f.name for f in dataclasses.fields(Header)]
     assert header["run"] == make_coords().as_dict() and header["batch"] == 4 and header["image_size"] == 32
     optimizer = {"name": "sgd", "learning_rate": 0.05 * 4 / 256, "momentum": 0.9, "rule": "0.05 x global batch / 256"}
-    assert header["framework"] == {"name": "pytorch", "optimizer": optimizer, "version": "0.0-test"}
+    options = {"dali": True}  # PyTorch's declared options, at their defaults (Capabilities.options)
+    assert header["framework"] == {"name": "pytorch", "options": options, "optimizer": optimizer, "version": "0.0-test"}
     assert header["protocol"] == PROTOCOL
     jsonschema.validate(header, json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text()))

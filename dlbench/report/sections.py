@@ -22,10 +22,15 @@ def ran_sizes(models: list[str], run: dict, runs: pd.DataFrame | None) -> dict[s
         recorded = runs[runs["model"] == m] if runs is not None and "image_size" in runs else None
         if recorded is not None and recorded["image_size"].notna().any():
             first = recorded[recorded["image_size"].notna()].iloc[0]
-            sizes[m] = (int(first["image_size"] or 0), int(first.get("seq_len") or 0))
+            sizes[m] = (_whole(first["image_size"]), _whole(first.get("seq_len")))
         else:
             sizes[m] = resolved_sizes(m, run.get("image_size", 0), run.get("seq_len", 0))
     return sizes
+
+
+def _whole(value) -> int:
+    """A size as runs.csv holds it (a float, NaN where the header had none) as a whole number."""
+    return int(value) if finite(value) else 0
 
 
 def _input_sizes(sizes: dict[str, tuple[int, int]]) -> list[str]:
