@@ -1,0 +1,74 @@
+"""The PyTorch LLM runner against the bare loop of the same Llama (benchmarks/llm_bare_loop.py),
+alternating fresh processes round by round (issue #27; target: runner ÷ bare ≥ 0.98):
+
+    .venvs/analysis/bin/python benchmarks/llm_overhead.py [--rounds 16] [--batch 2] [--seq-len 128]
+
+Each round runs both in its own process, in alternating order; the runner's tokens/s is read
+from its step log's measured window, the bare loop's from its output. Prints every round and
+the median ratio with its 95 % bootstrap interval (dlbench.analysis.stats.ratio_ci).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+PYTHON = REPO / ".venvs" / "pytorch" / "bin" / "python"
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+
+
+def bare(args) -> float:
+    command = [str(PYTHON), "benchmarks/llm_bare_loop.py", "--batch", str(args.batch), "--seq-len", str(args.seq_len)]
+    command += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    out = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, check=True).stdout
+    return float(re.findall(r"([0-9.]+) tokens/s", out)[-1])
+
+
+def runner(args) -> float:
+    run_dir = Path(tempfile.mkdtemp())
+    coords = ["--framework", "pytorch", "--model", "llama_small", "--precision", "fp32", "--data", "synthetic"]
+    coords += ["--batch", str(args.batch), "--scale", "1x1", "--strategy", "single", "--repeat", "1"]
+    options = ["--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", str(args.warmup)]
+    options += ["--measured-steps", str(args.steps), "--statistic", "mean", "--seq-len", str(args.seq_len)]
+    options += ["--threads", str(args.threads)]
+    subprocess.run([str(PYTHON), "-m", "dlbench.launch", *coords, *options], cwd=REPO, env=ENV, capture_output=True, check=True)
+    records = [json.loads(line) for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines()]
+    measured = [r for r in records if r.get("type") == "step" and r["phase"] == "measure"]
+    return sum(s["samples"] for s in measured) / (measured[-1]["t_end"] - measured[0]["t_start"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=16)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    from dlbench.analysis import stats
+
+    bares, runners = [], []
+    for i in range(args.rounds):
+        for arm in ("bare", "runner") if i % 2 == 0 else ("runner", "bare"):
+            (bares if arm == "bare" else runners).append((bare if arm == "bare" else runner)(args))
+        print(f"round {i + 1}: bare {bares[-1]:.1f}, runner {runners[-1]:.1f} tokens/s", flush=True)
+    low, high = stats.ratio_ci("median", bares, runners)
+    ratio = statistics.median(r / b for r, b in zip(runners, bares, strict=True))
+    print(
+        f"runner / bare: {ratio:.3f} [{low:.3f}, {high:.3f}] (n={args.rounds}); tokens/s median bare "
+        f"{statistics.median(bares):.1f}, runner {statistics.median(runners):.1f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
