@@ -39,7 +39,8 @@ def runner(args) -> float:
     options = ["--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", str(args.warmup)]
     options += ["--measured-steps", str(args.steps), "--statistic", "mean", "--seq-len", str(args.seq_len)]
     options += ["--threads", str(args.threads)]
-    subprocess.run([str(PYTHON), "-m", "dlbench.launch", *coords, *options], cwd=REPO, env=ENV, capture_output=True, check=True)
+    launch = [str(PYTHON), "-m", "dlbench.launch", *coords, *options]
+    subprocess.run(launch, cwd=REPO, env=ENV, capture_output=True, check=True)
     records = [json.loads(line) for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines()]
     measured = [r for r in records if r.get("type") == "step" and r["phase"] == "measure"]
     return sum(s["samples"] for s in measured) / (measured[-1]["t_end"] - measured[0]["t_start"])
