@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlbench.coords import SINGLE_DEVICE, RunCoords
-from dlbench.launch.max_batch import write_result  # noqa: F401 (find_max_batch.py writes through here)
 from dlbench.launch.request import LaunchRequest
 from dlbench.steplog import rank_log_name, read_steplog
 

@@ -26,7 +26,7 @@ from dlbench.launch.request import LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.planning import datasets as data_paths
 from dlbench.runners import env_name, framework_names, processes_per_node
-from dlbench.runners.plugin import Option
+from dlbench.runners.plugin import Capabilities
 
 # What verify_image checked; the training job's step-log header takes the image digest from it.
 IMAGE_RECORD = "results/containers/{framework}.image.json"
@@ -271,12 +271,6 @@ class Deployment:
             f"{self.python(wildcards)} -m dlbench.launch {launch_arguments}"
         )
 
-    def options_text(self, framework: str) -> str:
-        """The framework's options as the launch request carries them (only those set: a
-        default stays out of the command line)."""
-        settings = self.config.get("framework_options", {}).get(framework) or {}
-        return ",".join(f"{k}={Option.text(v)}" for k, v in sorted(settings.items()))
-
     def data_dir(self, wildcards) -> str:
         """The framework's converted dataset a real-data run reads (data.smk builds it)."""
         kind = CATALOGUE[wildcards.model]["kind"]
@@ -314,7 +308,7 @@ class Deployment:
             memory_cap_mb=run["memory_cap_mb"],
             env_lock=self.env_lock(wildcards),
             python_env="site" if wildcards.framework in self.site_pythons else "lock",
-            options=self.options_text(wildcards.framework),
+            options=Capabilities.options_text(self.config.get("framework_options", {}).get(wildcards.framework)),
             launcher=run["launcher"],
             data_dir=self.data_dir(wildcards) if real else "",
             data_workers=self.data_workers(wildcards) if real else 1,

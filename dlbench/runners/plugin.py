@@ -249,9 +249,11 @@ class Capabilities:
                 return f"{name}: {problem}"
         return None
 
-    def options_text(self, settings: Mapping | None = None) -> str:
-        """The options as the launch request carries them: `name=value,...` (all of them)."""
-        return ",".join(f"{k}={Option.text(v)}" for k, v in self.option_values(settings).items())
+    @staticmethod
+    def options_text(settings: Mapping | None = None) -> str:
+        """The options set in `settings` as the launch request carries them: `name=value,...`
+        (a default left out stays out of the command line; parse_options fills it in)."""
+        return ",".join(f"{k}={Option.text(v)}" for k, v in sorted((settings or {}).items()))
 
     def parse_options(self, text: str) -> dict:
         """`options_text`'s inverse, with defaults for what it leaves out."""

@@ -2,6 +2,7 @@
 
 import sys
 
+from dlbench.launch.max_batch import write_result
 from dlbench.planning import batch_search
 from dlbench.protocol import resolve as resolve_protocol
 
@@ -35,4 +36,4 @@ request = batch_search.probe_request(
 probe = batch_search.launcher_probe(snakemake.params.python, snakemake.params.repo, request)
 batch, history = batch_search.search(probe, limit=config["batch_max"]["limit"])
 print(f"largest batch: {batch}; probes: {history}", file=sys.stderr)
-batch_search.write_result(snakemake.output[0], batch, history, settings)
+write_result(snakemake.output[0], batch, history, settings)
