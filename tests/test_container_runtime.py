@@ -27,6 +27,7 @@ from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, Image
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
 from dlbench.launch.run import run_as_launcher
 from dlbench.planning.config import schema_problem
+from dlbench.planning.schema import fill_defaults
 from dlbench.planning.deployment import Deployment, DeploymentError
 from tests.conftest import REPO, make_coords
 
@@ -203,6 +204,25 @@ def test_pyxis_verifies_the_squashfs_and_the_image_it_was_made_from(tmp_path):
     (images_dir / "mxnet.squashfs.lock.json").unlink()
     with pytest.raises(ImageMismatch, match="no squashfs lock at .*mxnet.squashfs.lock.json"):
         Pyxis(request(images_dir, "pyxis")).verify()
+
+
+def test_the_plan_shows_each_srun_step_with_the_pinned_squashfs(tmp_path, monkeypatch):
+    """What `snakemake -n` prints under launcher: srun (train.smk): the launcher's own srun line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run"] |= {"launcher": "srun", "container": "pyxis", "device": "cuda"}
+    fill_defaults(config)
+    deploy = Deployment(config, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
+    runs = [make_coords(framework="mxnet", scale=scale, strategy="dist_sync") for scale in ("2x4", "2x4", "1x4")]
+    protocol = {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 2, "statistic": "mean"}
+    before = deploy.srun_lines(runs, protocol)  # the image is not built yet: the rank's part elided
+    assert len(before) == 2 and before[0].startswith("mxnet 2x4: srun --nodes=2 --ntasks=8")
+    assert f"--container-image={tmp_path}/mxnet-cuda.sqsh" in before[0] and "not built yet" in before[0]
+    write_lock(tmp_path, "mxnet-cuda")
+    pinned = write_squashfs_lock(tmp_path, "mxnet-cuda")["squashfs_sha256"]
+    (line, _) = deploy.srun_lines(runs, protocol)
+    assert f"DLBENCH_IMAGE_DIGEST=sha256:{pinned}" in line and "--container-readonly" in line
 
 
 def test_an_image_from_another_env_lock_is_refused(tmp_path):
