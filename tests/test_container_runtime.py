@@ -27,8 +27,8 @@ from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, Image
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
 from dlbench.launch.run import run_as_launcher
 from dlbench.planning.config import schema_problem
-from dlbench.planning.schema import fill_defaults
 from dlbench.planning.deployment import Deployment, DeploymentError
+from dlbench.planning.schema import fill_defaults
 from tests.conftest import REPO, make_coords
 
 DIGEST = "sha256:" + "ab" * 32
