@@ -1,8 +1,10 @@
-"""run.container: podman for real: images built from the locks (once, then reused), a tampered
-lock or image stops the run naming both digests, ranks run inside the pinned image locally and
-one container per rank under srun on the local Slurm cluster (2 nodes × 2 ranks, two
-frameworks). Skips, with the reason, where podman (bash tools/containers.sh) or Slurm is absent.
-"""
+"""run.container: podman and pyxis for real: the one image tools/test.sh builds (MXNet, the
+smallest) from the locks (once, then reused), a tampered lock or image stops the run naming
+both digests, ranks run inside the pinned image locally and one container per rank under srun
+on the local Slurm cluster (2 nodes × 2 ranks); pyxis's squashfs made from that image, listed,
+and refused once one byte changes. Skips, with the reason, where podman or squashfs-tools
+(bash tools/containers.sh) or Slurm is absent; under CI (tools/test.sh installs them) a missing
+tool fails instead."""
 
 from __future__ import annotations
 
@@ -18,47 +20,40 @@ import pytest
 
 from dlbench.analysis import aggregate
 from dlbench.images import podman as images
+from dlbench.images import squashfs
 from dlbench.launch import LaunchRequest
-from dlbench.launch.container import podman_base
+from dlbench.launch.container import podman_base, squashfs_lock_path
 from dlbench.launch.run import run_as_launcher
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, make_coords
 from tests.test_slurm import cluster_answers
 
+NEEDED = ("podman", "runc", "mksquashfs", "unsquashfs")
+MISSING = [tool for tool in NEEDED if shutil.which(tool) is None]
+if MISSING and os.environ.get("CI"):  # CI installs them (tools/test.sh): a missing one is a failure, not a skip
+    raise RuntimeError(f"{', '.join(MISSING)} not installed: tools/test.sh did not install them")
 pytestmark = pytest.mark.skipif(
-    shutil.which("podman") is None, reason="podman is not installed (bash tools/containers.sh installs it)"
+    bool(MISSING), reason=f"{', '.join(MISSING)} not installed (bash tools/containers.sh installs them)"
 )
 STORE = images.images_dir()
-# Slurm test: framework → its multi-process strategy on 2 nodes × 2 ranks
-SLURM_FRAMEWORKS = {"mxnet": "dist_sync", "tensorflow": "multi_worker_mirrored"}
-
-
-def current(framework: str) -> bool:
-    """The framework's image exists and was built from today's locks, recipe and code."""
-    try:
-        lock = json.loads((STORE / f"{framework}.lock.json").read_text())
-        base = json.loads((STORE / "base.lock.json").read_text())
-    except (OSError, ValueError):
-        return False
-    wanted = images.build_inputs(framework)
-    return all(lock.get(k) == v for k, v in wanted.items()) and base.get("config_digest") == lock["base_config_digest"]
+# The one image tools/test.sh builds (the smallest; docs/testing.md): every test here runs in it.
+FRAMEWORK, STRATEGY = "mxnet", "dist_sync"
 
 
 def ensure_image(framework: str) -> dict:
-    """Build the base and the framework's image unless they are current (minutes once, then 0 s)."""
-    base = STORE / "base.lock.json"
-    with images.build_lock(STORE):
-        wanted = images.build_inputs(framework)["base_recipe_sha256"]
-        if not base.exists() or json.loads(base.read_text())["recipe_sha256"] != wanted:
-            images.build_base(STORE)
-        if not current(framework):
-            images.build(framework, STORE)
-    return json.loads((STORE / f"{framework}.lock.json").read_text())
+    return images.ensure(framework, STORE)
 
 
 @pytest.fixture(scope="session")
 def mxnet_image() -> dict:
-    return ensure_image("mxnet")
+    return ensure_image(FRAMEWORK)
+
+
+@pytest.fixture(scope="session")
+def mxnet_squashfs(mxnet_image) -> dict:
+    """The squashfs made from the pinned image (≈ 5 s), and its lock."""
+    with images.build_lock(STORE):
+        return squashfs.build(FRAMEWORK, STORE)
 
 
 def request(run_dir: Path, images_dir: Path, **coords) -> LaunchRequest:
@@ -138,24 +133,60 @@ def test_every_rank_runs_in_the_pinned_image(tmp_path, mxnet_image, monkeypatch)
 
 @pytest.mark.slow
 @pytest.mark.slurm
-@pytest.mark.skipif(not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)")
-def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path):
-    """srun starts one container per rank on both nodes, for two frameworks (≈ 2 min)."""
-    locks = {fw: ensure_image(fw) for fw in SLURM_FRAMEWORKS}
-    for framework, strategy in SLURM_FRAMEWORKS.items():
-        run_dir = tmp_path / "results" / "runs" / framework
-        req = request(run_dir, STORE, framework=framework, scale="2x2", strategy=strategy)
-        req = dataclasses.replace(req, launcher="srun", time_limit=240)
-        cmd = ["salloc", "-N2", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=3000", "-t", "8"]
-        cmd += [sys.executable, "-m", "dlbench.launch", *req.to_argv()]
-        out = subprocess.run(
-            cmd, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=420
-        )
-        assert out.returncode == 0, out.stderr[-3000:]
-        record = json.loads((run_dir / "launch.json").read_text())
-        assert record["rank_exit_codes"] == [0, 0, 0, 0], out.stderr[-3000:]
-        headers = check_headers(run_dir, locks[framework], 4)
-        assert {h["node"] for h in headers} == {"n1", "n2"}, framework
+@pytest.mark.skipif(  # CI brings the cluster up (tools/test.sh): there, no cluster is a failure
+    not os.environ.get("CI") and not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)"
+)
+def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path, mxnet_image):
+    """srun starts one container per rank on both nodes (≈ 1 min)."""
+    run_dir = tmp_path / "results" / "runs" / FRAMEWORK
+    req = request(run_dir, STORE, framework=FRAMEWORK, scale="2x2", strategy=STRATEGY)
+    req = dataclasses.replace(req, launcher="srun", time_limit=240)
+    cmd = ["salloc", "-N2", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=3000", "-t", "8"]
+    cmd += [sys.executable, "-m", "dlbench.launch", *req.to_argv()]
+    out = subprocess.run(
+        cmd, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=420
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads((run_dir / "launch.json").read_text())
+    assert record["rank_exit_codes"] == [0, 0, 0, 0], out.stderr[-3000:]
+    headers = check_headers(run_dir, mxnet_image, 4)
+    assert {h["node"] for h in headers} == {"n1", "n2"}
+
+
+def test_the_squashfs_is_made_from_the_pinned_image_and_holds_the_runner(mxnet_image, mxnet_squashfs):
+    """Real file: its sha256 is the lock's, it came from the image the podman lock pins, and
+    unsquashfs lists the image's Python, dlbench's launcher and the env lock."""
+    path = STORE / mxnet_squashfs["squashfs"]
+    assert images.sha256_of(path) == mxnet_squashfs["squashfs_sha256"] and path.stat().st_size > 50e6
+    assert mxnet_squashfs["config_digest"] == mxnet_image["config_digest"]
+    listing = subprocess.run(["unsquashfs", "-l", str(path)], capture_output=True, text=True, check=True).stdout
+    code = "/opt/dlbench/dlbench/launch/__main__.py"
+    for inside in ("/opt/venv/bin/python", code, f"/opt/dlbench/envs/{FRAMEWORK}.txt"):
+        assert f"squashfs-root{inside}\n" in listing, inside
+    with images.build_lock(STORE):  # ≈ 4 s: the same image gives the same file
+        again = squashfs.build(FRAMEWORK, STORE)
+    assert again["squashfs_sha256"] == mxnet_squashfs["squashfs_sha256"]
+
+
+def test_a_changed_squashfs_stops_the_run_naming_both_digests(tmp_path, mxnet_image, mxnet_squashfs, monkeypatch):
+    """One byte of a real copy changed: no rank starts (no srun is reached), a FAILED cell."""
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "images"
+    store.mkdir()
+    for name in (f"{FRAMEWORK}.lock.json", squashfs_lock_path("", FRAMEWORK).name, mxnet_squashfs["squashfs"]):
+        shutil.copy(STORE / name, store / name)
+    with open(store / mxnet_squashfs["squashfs"], "r+b") as image:
+        image.seek(4096)
+        byte = image.read(1)
+        image.seek(4096)
+        image.write(bytes([byte[0] ^ 0xFF]))
+    changed = images.sha256_of(store / mxnet_squashfs["squashfs"])
+    run_dir = tmp_path / "results" / "runs" / "x"
+    req = dataclasses.replace(request(run_dir, store), launcher="srun", container="pyxis")
+    assert run_as_launcher(req) == 0
+    reason = json.loads((run_dir / "launch.json").read_text())["verdict"]["reason"]
+    assert f"sha256:{changed}" in reason and f"sha256:{mxnet_squashfs['squashfs_sha256']}" in reason, reason
+    assert not list(run_dir.glob("rank*"))
 
 
 PODMAN_GRID = {

@@ -6,6 +6,7 @@ here needs podman; tests/test_container_podman.py runs the same paths for real."
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -22,11 +23,12 @@ from dlbench import provenance
 from dlbench.analysis import aggregate, audit, environment
 from dlbench.images import podman as images
 from dlbench.launch import LaunchRequest
-from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, runtime_for
+from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, Pyxis, runtime_for
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
 from dlbench.launch.run import run_as_launcher
 from dlbench.planning.config import schema_problem
 from dlbench.planning.deployment import Deployment, DeploymentError
+from dlbench.planning.schema import fill_defaults
 from tests.conftest import REPO, make_coords
 
 DIGEST = "sha256:" + "ab" * 32
@@ -62,7 +64,7 @@ def request(images: Path, container: str = "podman", **options) -> LaunchRequest
 def test_a_bad_runtime_is_one_message_naming_the_key():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["run"]["container"] = "docker"
-    assert schema_problem(config) == "run.container: 'docker' is not one of ['none', 'podman', 'apptainer']"
+    assert schema_problem(config) == "run.container: 'docker' is not one of ['none', 'podman', 'apptainer', 'pyxis']"
     with pytest.raises(SystemExit):
         LaunchRequest.from_argv([*request(Path("/i")).to_argv(), "--container", "docker"])
 
@@ -149,6 +151,80 @@ def test_apptainer_verifies_the_sif_against_the_lock(tmp_path):
     assert digest in str(error.value) and str(images_dir / "mxnet.sif") in str(error.value)
 
 
+def write_squashfs_lock(images: Path, framework: str = "mxnet", content: bytes = b"squashfs stand-in\n") -> dict:
+    """A stand-in file and its lock (tests/test_container_podman.py makes and checks the real one)."""
+    (images / f"{framework}.sqsh").write_bytes(content)
+    lock = {"squashfs": f"{framework}.sqsh", "squashfs_sha256": hashlib.sha256(content).hexdigest()}
+    lock["config_digest"] = json.loads((images / f"{framework}.lock.json").read_text())["config_digest"]
+    (images / f"{framework}.squashfs.lock.json").write_text(json.dumps(lock))
+    return lock
+
+
+def test_pyxis_starts_every_rank_in_the_squashfs_through_srun_options(tmp_path, monkeypatch):
+    """pyxis cannot be installed here: its srun line is what is tested, as strings."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    images_dir = tmp_path / "images"
+    write_lock(images_dir, "mxnet-cuda")
+    pinned = write_squashfs_lock(images_dir, "mxnet-cuda")
+    data = tmp_path / "datasets" / "mxnet"
+    data.mkdir(parents=True)
+    coords = make_coords(framework="mxnet", scale="2x2", strategy="dist_sync", data="real")
+    req = request(images_dir, "pyxis", coords=coords, launcher="srun", device="cuda", data_dir=str(data))
+    cmd = SrunLauncher(req).command()
+    results, sqsh = str(tmp_path / "results"), str(images_dir / "mxnet-cuda.sqsh")
+    options = cmd[cmd.index("--gpus-per-node=2") + 1 : cmd.index("sh")]
+    assert options == [
+        f"--container-image={sqsh}",
+        f"--container-mounts={results}:{results}:rw,{data}:{data}:ro,/tmp:/tmp:rw",
+        f"--container-workdir={tmp_path}",
+        "--no-container-mount-home",
+        "--container-readonly",
+    ]
+    inner = cmd[cmd.index("dlbench-rank") + 1 :]  # runs inside the container, the exit-code shell too
+    digest = f"DLBENCH_IMAGE_DIGEST=sha256:{pinned['squashfs_sha256']}"
+    assert inner[:3] == ["env", "HOME=/tmp", "DLBENCH_CONTAINER_RUNTIME=pyxis"] and digest in inner
+    assert inner[inner.index(IMAGE_PYTHON) + 1 :][:2] == ["-m", "dlbench.launch"]
+    assert LaunchRequest.from_argv(inner[inner.index(IMAGE_PYTHON) + 3 :]) == req
+    with pytest.raises(SystemExit, match="set run.launcher: srun"):
+        LocalLauncher(request(images_dir, "pyxis", device="cuda")).command()
+
+
+def test_pyxis_verifies_the_squashfs_and_the_image_it_was_made_from(tmp_path):
+    images_dir = tmp_path / "images"
+    write_lock(images_dir)
+    pinned = write_squashfs_lock(images_dir)
+    assert Pyxis(request(images_dir, "pyxis")).verify()["digest"] == f"sha256:{pinned['squashfs_sha256']}"
+    (images_dir / "mxnet.sqsh").write_bytes(b"squashfs stand-in\n!")
+    with pytest.raises(ImageMismatch, match=f"is sha256:\\w+, but .* pins sha256:{pinned['squashfs_sha256']}"):
+        Pyxis(request(images_dir, "pyxis")).verify()
+    write_lock(images_dir, config_digest="sha256:" + "cd" * 32)  # the podman image was rebuilt since
+    with pytest.raises(ImageMismatch, match="was made from sha256:abab.*pins sha256:cdcd"):
+        Pyxis(request(images_dir, "pyxis")).verify()
+    (images_dir / "mxnet.squashfs.lock.json").unlink()
+    with pytest.raises(ImageMismatch, match="no squashfs lock at .*mxnet.squashfs.lock.json"):
+        Pyxis(request(images_dir, "pyxis")).verify()
+
+
+def test_the_plan_shows_each_srun_step_with_the_pinned_squashfs(tmp_path, monkeypatch):
+    """What `snakemake -n` prints under launcher: srun (train.smk): the launcher's own srun line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run"] |= {"launcher": "srun", "container": "pyxis", "device": "cuda"}
+    fill_defaults(config)
+    deploy = Deployment(config, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
+    runs = [make_coords(framework="mxnet", scale=scale, strategy="dist_sync") for scale in ("2x4", "2x4", "1x4")]
+    protocol = {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 2, "statistic": "mean"}
+    before = deploy.srun_lines(runs, protocol)  # the image is not built yet: the rank's part elided
+    assert len(before) == 2 and before[0].startswith("mxnet 2x4: srun --nodes=2 --ntasks=8")
+    assert f"--container-image={tmp_path}/mxnet-cuda.sqsh" in before[0] and "not built yet" in before[0]
+    write_lock(tmp_path, "mxnet-cuda")
+    pinned = write_squashfs_lock(tmp_path, "mxnet-cuda")["squashfs_sha256"]
+    (line, _) = deploy.srun_lines(runs, protocol)
+    assert f"DLBENCH_IMAGE_DIGEST=sha256:{pinned}" in line and "--container-readonly" in line
+
+
 def test_an_image_from_another_env_lock_is_refused(tmp_path):
     write_lock(tmp_path / "images", env_lock_sha256="0" * 64, sif_sha256="")
     (tmp_path / "images" / "mxnet.sif").write_bytes(b"x")
@@ -183,6 +259,13 @@ def test_the_deployment_runs_the_launcher_on_the_host_and_the_ranks_in_the_image
     assert deploy.env_lock(wildcards) == "/opt/dlbench/envs/mxnet.txt"
     with pytest.raises(DeploymentError, match="drop --sdm apptainer"):
         Deployment(config, str(REPO), {DeploymentMethod.APPTAINER}, set, {"DLBENCH_IMAGES": str(tmp_path)})
+    pyxis = {"run": {**config["run"], "container": "pyxis"}, "grid": {}}
+    deploy = Deployment(pyxis, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
+    expected = [str(tmp_path / "mxnet.lock.json"), str(tmp_path / "mxnet.squashfs.lock.json")]
+    assert [str(p) for p in deploy.software_inputs(wildcards)] == expected
+    pyxis["run"]["launcher"] = "local"
+    with pytest.raises(DeploymentError, match="run.container: pyxis starts every rank through srun"):
+        Deployment(pyxis, str(REPO), set(), set, {"DLBENCH_IMAGES": str(tmp_path)})
 
 
 # ------------------------------------------------------------------ provenance, report, audit
@@ -231,6 +314,11 @@ def test_the_audit_fails_a_run_whose_image_is_not_the_locked_one(tmp_path):
     assert other in problem and DIGEST in problem and "mxnet" in problem
     assert audit.image_problems([{"run": {"framework": "mxnet"}, "provenance": {}}], tmp_path) == []
     assert os.path.exists(tmp_path / "mxnet.lock.json")
+    pinned = "sha256:" + write_squashfs_lock(tmp_path)["squashfs_sha256"]  # pyxis: the squashfs's own lock
+    header = container_header(pinned)
+    header["provenance"]["container"]["runtime"] = "pyxis"
+    assert audit.image_problems([header], tmp_path) == []
+    assert pinned in audit.image_problems([container_header(pinned)], tmp_path)[0]  # podman pins another
 
 
 def test_ranks_past_the_limit_get_sigterm_first_which_podman_passes_to_its_container(tmp_path):

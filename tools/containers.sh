@@ -13,6 +13,7 @@ missing=()
 for tool in podman debootstrap runc buildah skopeo; do
     command -v "$tool" > /dev/null || missing+=("$tool")
 done
+command -v mksquashfs > /dev/null || missing+=(squashfs-tools)  # pyxis's squashfs images
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "containers: ${missing[*]} missing; install them as root (apt-get install ${missing[*]})" >&2

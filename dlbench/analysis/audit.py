@@ -20,7 +20,7 @@ from dlbench.analysis import environment
 from dlbench.analysis.derive import CAMPAIGN_FILE, TABLE_FILES, derive, flops_counts
 from dlbench.coords import CELL_FIELDS
 from dlbench.images import podman as images
-from dlbench.launch.container import lock_path
+from dlbench.launch.container import lock_path, squashfs_lock_path
 from dlbench.planning.grid import Grid
 from dlbench.provenance import sha256_file
 
@@ -62,12 +62,14 @@ def image_problems(headers: list[dict], images_dir: Path) -> list[str]:
         framework = (header.get("run") or {}).get("framework")
         if not container.get("runtime") or not framework:
             continue
-        path = lock_path(images_dir, framework)
+        pyxis = container["runtime"] == "pyxis"
+        path = (squashfs_lock_path if pyxis else lock_path)(images_dir, framework)
         try:
             lock = json.loads(path.read_text())
         except (OSError, ValueError):
             lock = {}
-        pinned = lock.get("config_digest") if container["runtime"] == "podman" else f"sha256:{lock.get('sif_sha256')}"
+        digest = lock.get("squashfs_sha256") if pyxis else lock.get("sif_sha256")
+        pinned = lock.get("config_digest") if container["runtime"] == "podman" else f"sha256:{digest}"
         if container.get("digest") != pinned:
             run = "/".join(str(v) for v in header["run"].values())
             problems[run] = (

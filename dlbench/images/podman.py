@@ -3,6 +3,10 @@
     python -m dlbench.images.podman base [--images DIR]     the Debian base (containers/base.sh)
     python -m dlbench.images.podman build FRAMEWORK [--images DIR]
         the framework's image, its OCI archive, its lock
+    python -m dlbench.images.podman ensure FRAMEWORK [--images DIR]
+        the same, and the base, unless they are current (tools/test.sh)
+    python -m dlbench.images.podman squashfs FRAMEWORK [--images DIR]
+        pyxis: the squashfs made from the image, and its lock (dlbench.images.squashfs)
     python -m dlbench.images.podman sif FRAMEWORK [--images DIR] [--pin]
         Apptainer: the build command; --pin hashes the .sif
 
@@ -33,7 +37,7 @@ from pathlib import Path
 
 from dlbench import __version__
 from dlbench.files import write_atomically
-from dlbench.launch.container import lock_path, podman_base, sha256_of
+from dlbench.launch.container import ImageMismatch, lock_path, podman_base, sha256_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTAINERS_DIR = REPO_ROOT / "containers"
@@ -252,6 +256,28 @@ def _replace_lock(framework: str, images: Path, lock: dict) -> None:
     subprocess.run([*podman_base(images), "image", "prune", "-f"], capture_output=True)  # superseded layers
 
 
+def current(framework: str, images: Path) -> bool:
+    """The framework's image exists and was built from today's locks, recipe and code."""
+    try:
+        lock = json.loads(lock_path(images, framework).read_text())
+        base = json.loads((images / BASE_LOCK).read_text())
+    except (OSError, ValueError):
+        return False
+    wanted = build_inputs(framework)
+    return all(lock.get(k) == v for k, v in wanted.items()) and base.get("config_digest") == lock["base_config_digest"]
+
+
+def ensure(framework: str, images: Path) -> dict:
+    """Build the base and the framework's image unless they are current (minutes once, then 0 s)."""
+    with build_lock(images):
+        base = images / BASE_LOCK
+        if not base.exists() or json.loads(base.read_text())["recipe_sha256"] != sha256_of(BASE_RECIPE):
+            build_base(images)
+        if not current(framework, images):
+            build(framework, images)
+    return json.loads(lock_path(images, framework).read_text())
+
+
 # ------------------------------------------------------------------ Apptainer (cluster side)
 
 
@@ -272,7 +298,7 @@ def pin_sif(framework: str, images: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m dlbench.images.podman", description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=("base", "build", "sif"))
+    p.add_argument("command", choices=("base", "build", "ensure", "squashfs", "sif"))
     p.add_argument("framework", nargs="?")
     p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
     p.add_argument("--pin", action="store_true", help="sif: hash the built .sif into the lock")
@@ -287,12 +313,19 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "build":
             with build_lock(images):
                 result = build(args.framework, images)
+        elif args.command == "ensure":
+            result = ensure(args.framework, images)
+        elif args.command == "squashfs":
+            from dlbench.images import squashfs  # it builds on this module
+
+            with build_lock(images):
+                result = squashfs.build(args.framework, images)
         elif args.pin:
             result = {"sif_sha256": pin_sif(args.framework, images)}
         else:
             print(" ".join(sif_command(args.framework, images)))
             return 0
-    except (BuildError, OSError, KeyError, ValueError) as error:
+    except (BuildError, ImageMismatch, OSError, KeyError, ValueError) as error:
         print(f"dlbench.images.podman: {error}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=1))

@@ -48,6 +48,15 @@ def lock_path(images: str | os.PathLike, framework: str) -> Path:
     return Path(images) / f"{framework}.lock.json"
 
 
+def squashfs_path(images: str | os.PathLike, framework: str) -> Path:
+    """The squashfs pyxis runs a framework's ranks from (dlbench.images.squashfs builds it)."""
+    return Path(images) / f"{framework}.sqsh"
+
+
+def squashfs_lock_path(images: str | os.PathLike, framework: str) -> Path:
+    return Path(images) / f"{framework}.squashfs.lock.json"
+
+
 def read_lock(images: str | os.PathLike, framework: str) -> dict:
     path = lock_path(images, framework)
     try:
@@ -92,6 +101,10 @@ class Runtime:
 
     def command(self, inner: list[str]) -> list[str]:
         raise NotImplementedError
+
+    def srun_options(self) -> list[str]:
+        """Options of the srun step that starts the ranks (a SPANK plug-in's, e.g. pyxis)."""
+        return []
 
     def verify(self) -> dict:
         """What was checked (for the header); ImageMismatch names the image and both digests."""
@@ -234,3 +247,71 @@ class Apptainer(Runtime):
             )
         self.check_env_lock()
         return {"runtime": self.name, "image": str(self.sif), "digest": "sha256:" + actual}
+
+
+@register
+class Pyxis(Runtime):
+    """pyxis/enroot: srun itself starts every task in a container made from the squashfs file
+    (srun_options); the task's command, which runs inside, only sets what the header records.
+    pyxis passes the task's environment in (DLBENCH_*, SLURM_*, CUDA_VISIBLE_DEVICES) and
+    enroot shares the host network. Cluster path: its command lines are tested as strings; the
+    squashfs is built and verified here for real (dlbench.images.squashfs)."""
+
+    name = "pyxis"
+
+    @property
+    def squashfs(self) -> Path:
+        return squashfs_path(self.request.images, self.image).resolve()
+
+    @property
+    def squashfs_lock(self) -> dict:
+        path = squashfs_lock_path(self.request.images, self.image)
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise ImageMismatch(
+                f"no squashfs lock at {path} ({error.__class__.__name__}): make it first "
+                f"(python -m dlbench.images.podman squashfs {self.image}, or snakemake with run.container: pyxis)"
+            ) from None
+
+    def image_digest(self) -> str:
+        return "sha256:" + str(self.squashfs_lock.get("squashfs_sha256") or "")
+
+    def provenance_env(self) -> dict[str, str]:
+        lock = squashfs_lock_path(self.request.images, self.image)
+        values = super().provenance_env() | {"DLBENCH_IMAGE": str(self.squashfs), "DLBENCH_IMAGE_LOCK": str(lock)}
+        return values | {"DLBENCH_IMAGE_LOCK_SHA256": sha256_of(lock)}
+
+    def srun_options(self) -> list[str]:
+        # The read-only image; results the only writable mount, data outside it read-only, and
+        # the node's /tmp for the frameworks' scratch files (podman gets a tmpfs there).
+        mounts = [f"{path}:{path}:{mode}" for path, mode in self.mounts()] + ["/tmp:/tmp:rw"]
+        return [
+            f"--container-image={self.squashfs}",
+            f"--container-mounts={','.join(mounts)}",
+            f"--container-workdir={Path.cwd()}",
+            "--no-container-mount-home",
+            "--container-readonly",
+        ]
+
+    def command(self, inner: list[str]) -> list[str]:
+        values = {"HOME": "/tmp", **self.provenance_env()}
+        return ["env", *(f"{key}={value}" for key, value in values.items()), *inner]
+
+    def verify(self) -> dict:
+        pinned, image = self.squashfs_lock, self.lock
+        if pinned.get("config_digest") != image.get("config_digest"):
+            raise ImageMismatch(
+                f"squashfs {self.squashfs} was made from {pinned.get('config_digest')}, but "
+                f"{image['lock_path']} pins {image.get('config_digest')}: make it again (dlbench.images.squashfs)"
+            )
+        if not self.squashfs.is_file():
+            raise ImageMismatch(f"image {self.squashfs} does not exist (python -m dlbench.images.podman squashfs …)")
+        actual = "sha256:" + sha256_of(self.squashfs)
+        if actual != self.image_digest():
+            raise ImageMismatch(
+                f"image {self.squashfs} is {actual}, but {squashfs_lock_path(self.request.images, self.image)} "
+                f"pins {self.image_digest()}: refusing to run {self.request.coords.framework} in another image"
+            )
+        self.check_env_lock()
+        return {"runtime": self.name, "image": str(self.squashfs), "digest": actual}

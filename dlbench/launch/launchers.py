@@ -82,6 +82,8 @@ class LocalLauncher(Launcher):
     name = "local"
 
     def command(self) -> list[str]:
+        if self.runtime.srun_options():  # a SPANK plug-in's runtime (pyxis) exists only under srun
+            sys.exit(f"run.container: {self.runtime.name} starts ranks through srun: set run.launcher: srun")
         return self.rank_command()
 
     def rank_environment(self, rank: int, port: int) -> dict:
@@ -144,6 +146,7 @@ class SrunLauncher(Launcher):
             overlap="SLURM_STEP_ID" in os.environ,
             job_name=f"dlbench-{coords.framework}-{coords.scale}",
             gpus_per_node=scale.devices_per_node,
+            container_options=self.runtime.srun_options(),
         )
 
     def launch(self) -> list[int | None]:

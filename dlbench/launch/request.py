@@ -17,7 +17,7 @@ TIME_LIMIT_GRACE_S = 120
 
 LAUNCHER_NAMES = ("local", "srun")
 # run.container: where each rank runs (dlbench/launch/container.py).
-CONTAINER_NAMES = ("none", "podman", "apptainer")
+CONTAINER_NAMES = ("none", "podman", "apptainer", "pyxis")
 # Where the ranks' Python comes from (run.python names a site's: docs/site-environments.md).
 PYTHON_ENVS = ("lock", "site")
 

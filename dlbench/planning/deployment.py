@@ -133,6 +133,8 @@ class Deployment:
                 "run.launcher: srun does not work inside an Apptainer image yet (docs/containers.md, "
                 "Known gaps): use run.container: apptainer instead, which starts one container per rank"
             )
+        if self.runtime == "pyxis" and config["run"]["launcher"] != "srun":
+            raise DeploymentError("run.container: pyxis starts every rank through srun: set run.launcher: srun")
         self.config, self.repo, self.apptainer, self.conda = config, repo, apptainer, conda
         # run.python: frameworks whose ranks run in a site's own Python, not in .venvs/<env>.
         self.site_pythons: dict[str, str] = dict(config["run"].get("python") or {})
@@ -226,8 +228,9 @@ class Deployment:
         # Never ancient(): Snakemake 9 leaves out a job whose ancient input is being rebuilt
         # (and every job after it), and exits 0 (docs/reliability.md).
         if self.runtime != "none":
-            sif = [os.path.join(self.image_store, f"{image_name(wildcards.framework, self.device)}.sif")]
-            return [self.image_lock(wildcards)] + (sif if self.runtime == "apptainer" else [])
+            image = os.path.join(self.image_store, image_name(wildcards.framework, self.device))
+            files = {"apptainer": [f"{image}.sif"], "pyxis": [f"{image}.squashfs.lock.json"]}
+            return [self.image_lock(wildcards), *files.get(self.runtime, [])]
         if self.apptainer:
             return self.image_inputs(wildcards)
         if wildcards.framework in self.site_pythons or self.venv_built(wildcards):
@@ -317,3 +320,25 @@ class Deployment:
         )
         quote = _quote_template if template else shlex.quote
         return " ".join(quote(arg) for arg in request.to_argv())
+
+    def srun_lines(self, runs, protocol: dict) -> list[str]:
+        """Under run.launcher: srun, the step each (framework, scale) starts its ranks with, as the
+        launcher will build it (printed when the workflow is planned, `snakemake -n` included)."""
+        from dlbench.launch.container import ImageMismatch
+        from dlbench.launch.launchers import SrunLauncher
+
+        lines, seen = [], set()
+        for run in runs:
+            if (run.framework, run.scale) in seen:
+                continue
+            seen.add((run.framework, run.scale))
+            wildcards = RunWildcards({name: str(value) for name, value in vars(run).items()})
+            argv = shlex.split(self.launch_arguments(wildcards, protocol, None))
+            launcher = SrunLauncher(LaunchRequest.from_argv(argv))
+            try:
+                line = shlex.join(launcher.command())
+            except ImageMismatch:  # no image lock yet (the workflow builds it first): the rank's part elided
+                launcher.rank_command = lambda: ["<rank command: the image is not built yet>"]
+                line = shlex.join(launcher.command())
+            lines.append(f"{run.framework} {run.scale}: {line}")
+        return lines

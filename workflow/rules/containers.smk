@@ -56,7 +56,30 @@ rule podman_image:
         os.path.join(IMAGE_STORE, "{framework}.lock.json"),
     log:
         "logs/containers/podman_{framework}.log",
-    # A device's image is <framework>-<device> (dlbench.launch.container.image_name).
+    # A device's image is <framework>-<device> (dlbench.launch.container.image_name); not
+    # the base's lock (podman_base), whose name would otherwise match too.
+    wildcard_constraints:
+        framework=f"(?!base\\b){ENV_NAME}",
+    localrule: True
+    conda:
+        ANALYSIS_ENV
+    threads: threads_per_run()
+    params:
+        python=sys.executable,
+    shell:
+        "{params.python} -m dlbench.images.podman build {wildcards.framework}"
+        " --images $(dirname {output}) > {log} 2>&1"
+
+
+rule pyxis_squashfs:
+    """run.container: pyxis: the squashfs file made from the framework's pinned podman image
+    (podman export, mksquashfs with fixed owners and times), pinned by its own lock."""
+    input:
+        os.path.join(IMAGE_STORE, "{framework}.lock.json"),
+    output:
+        os.path.join(IMAGE_STORE, "{framework}.squashfs.lock.json"),
+    log:
+        "logs/containers/squashfs_{framework}.log",
     wildcard_constraints:
         framework=ENV_NAME,
     localrule: True
@@ -66,7 +89,7 @@ rule podman_image:
     params:
         python=sys.executable,
     shell:
-        "{params.python} -m dlbench.images.podman build {wildcards.framework}"
+        "{params.python} -m dlbench.images.podman squashfs {wildcards.framework}"
         " --images $(dirname {output}) > {log} 2>&1"
 
 

@@ -15,6 +15,10 @@ RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
 RUN_PRIORITY = dlbench_jobs.known_signature(
     dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
 )
+# The srun step of each framework and scale, as its launcher will start it (`snakemake -n` shows it).
+if config["run"]["launcher"] == "srun":
+    for line in DEPLOY.srun_lines(GRID.runs, GRID.protocol):
+        logger.info(f"srun step: {line}")
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
     dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)

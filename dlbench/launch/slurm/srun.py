@@ -97,8 +97,10 @@ def srun_command(
     overlap: bool,
     job_name: str = "dlbench",
     gpus_per_node: int | None = None,
+    container_options: list[str] | tuple = (),
 ) -> list[str]:
-    """`gpus_per_node`: the node's devices (default: one per task)."""
+    """`gpus_per_node`: the node's devices (default: one per task); `container_options`: the
+    runtime's srun options (pyxis: every task in a container, the exit-code shell included)."""
     gpus_per_node = tasks_per_node if gpus_per_node is None else gpus_per_node
     cmd = [
         "srun",
@@ -115,6 +117,7 @@ def srun_command(
         cmd.append(f"--gpus-per-node={gpus_per_node}")
     if overlap:  # already inside a step (single-task jobs are wrapped in `srun -n1` by the plugin)
         cmd.append("--overlap")
+    cmd += container_options
     # sh records each rank's exit status (128+n: killed by signal n); `trap : TERM` keeps the
     # shell alive through scancel's SIGTERM long enough to write it (the rank still gets it).
     record = 'trap : TERM; "$@"; echo $? > "$DLBENCH_EXIT_DIR/rank$SLURM_PROCID.exitcode"'
