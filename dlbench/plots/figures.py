@@ -183,11 +183,13 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = Tr
     top = panel["throughput"].max()
     top = top if top == top and top > 0 else 1.0
     by_coords = {(c["framework"], c["scale"], c["strategy"]): c for _, c in panel.iterrows()}
+    drawn = set()  # a framework's 1-device cell once, not once per multi-device strategy
     for i, (fw, strategy) in enumerate(series):
         for j, scale in enumerate(scales):
             cell = by_coords.get((fw, scale, strategy), by_coords.get((fw, scale, SINGLE_DEVICE)))
-            if cell is None:
+            if cell is None or (fw, scale, cell["strategy"]) in drawn:
                 continue
+            drawn.add((fw, scale, cell["strategy"]))
             x = j - 0.4 + width * (i + 0.5)
             value = cell["throughput"]
             if value == value and value > 0:
@@ -206,6 +208,7 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = Tr
                 text = labels.status_label(cell["status"])
                 ax.text(x, top * 0.04, text, rotation=90, ha="center", va="bottom", fontsize=7, color="black")
     _scale_ticks(ax, scales)
+    ax.set_xlim(-0.5, len(scales) - 0.5)  # status labels of the outer bars stay inside
     ax.set_ylabel(f"throughput ({labels.unit(key[0])})")
     ax.set_title(_panel_title(key, with_model), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
