@@ -102,14 +102,27 @@ def scale_with_caict(scale: str, strategy: str) -> str:
 
 
 def series_label(framework: str, strategy: str) -> str:
-    """One line of a figure or row of a table: `pytorch`, or `pytorch (ddp)` beyond one device."""
-    return framework if strategy == SINGLE_DEVICE else f"{framework} ({strategy})"
+    """One row of a table or name in a sentence: `PyTorch`, or `PyTorch (ddp)` beyond one device."""
+    return legend_label(framework, strategy)
 
 
 def framework_label(framework: str) -> str:
     """A framework's name for people (its capabilities' label): `PyTorch`; the config name for
     a framework that is not registered (an archive's raw logs)."""
     return capabilities(framework).label if framework in framework_names() else framework
+
+
+def framework_of(row) -> str:
+    """The framework's name for people, of a table row (a cell or a run)."""
+    return framework_label(row["framework"])
+
+
+def cell_label(key) -> str:
+    """A cell (coords.CellKey) for people: `PyTorch ResNet-50, fp32, synthetic data, batch 8, 1x2 ddp`."""
+    return (
+        f"{framework_label(key.framework)} {model_title(key.model)}, {key.precision}, {key.data} data, "
+        f"batch {key.batch}, {scale_and_strategy(key.scale, key.strategy)}"
+    )
 
 
 def legend_label(framework: str, strategy: str) -> str:
@@ -140,6 +153,21 @@ def group_title(model: str, batch: str, precision: str, data: str) -> str:
     """The report's heading of one table: `ResNet-50, batch 8 per device, fp32, synthetic data`."""
     per_device = "the largest batch that fits" if batch == "max" else f"batch {batch}"
     return f"{model_title(model)}, {per_device} per device, {precision}, {data} data"
+
+
+# The report's headings of its findings, by topic (dlbench.findings.vocabulary.Finding.topic).
+FINDING_TOPICS = {
+    "compare": "Frameworks compared",
+    "scaling": "Scaling",
+    "variant": "Variants: data, precision, strategy",
+    "noise": "Noise",
+    "status": "Cells without a number",
+    "reference": "Published and baseline numbers",
+}
+
+
+def finding_topic(topic: str) -> str:
+    return FINDING_TOPICS.get(topic, topic.capitalize())
 
 
 def text(value, default: str = "") -> str:

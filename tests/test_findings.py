@@ -42,23 +42,23 @@ def comparison(throughputs: dict[str, list[float]]) -> tuple[str, str]:
 
 def test_overlapping_intervals_cannot_tell_apart():
     text, html = comparison({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [98, 103, 95, 100, 99]})
-    assert text.endswith("cannot tell pytorch and tensorflow apart.")
+    assert text.endswith("cannot tell PyTorch and TensorFlow apart.")
     assert "faster by 1.01× [95% CI 0.98–1.04]" in text  # the interval holds 1
-    assert "cannot tell pytorch and tensorflow apart" in html
+    assert "cannot tell PyTorch and TensorFlow apart" in html
 
 
 def test_separated_intervals_name_the_faster_and_by_how_much():
     text, html = comparison({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [80, 82, 79, 81, 78]})
     assert text == (
-        "At 1x1, ResNet-50 throughput by framework: pytorch 100.0 images/s; then tensorflow 80.0, "
-        "pytorch faster by 1.25× [95% CI 1.22–1.28]."
+        "At 1x1, ResNet-50 throughput by framework: PyTorch 100.0 images/s; then TensorFlow 80.0, "
+        "PyTorch faster by 1.25× [95% CI 1.22–1.28]."
     )
-    assert "pytorch faster by" in html and "apart" not in text
+    assert "PyTorch faster by" in html and "apart" not in text
 
 
 def test_too_few_repeats_or_a_noisy_cell_is_uncertain():
     few, _ = comparison({"pytorch": [100, 104], "tensorflow": [80, 81]})
-    assert few.endswith("pytorch faster by 1.27× [95% CI 1.23–1.30]: uncertain, too few repeats (2 and 2).")
+    assert few.endswith("PyTorch faster by 1.27× [95% CI 1.23–1.30]: uncertain, too few repeats (2 and 2).")
     noisy, _ = comparison({"pytorch": [100, 70, 130, 100, 100], "tensorflow": [50, 51, 49, 50, 50]})
     assert noisy.endswith(": uncertain, a noisy cell.")
 
@@ -66,10 +66,10 @@ def test_too_few_repeats_or_a_noisy_cell_is_uncertain():
 def test_a_ranking_states_each_step():
     text, _ = comparison({"pytorch": [100, 99, 101, 100], "tensorflow": [80, 79, 81, 80], "jax": [79.5, 80.5, 80, 81]})
     steps = text.split("; then ")
-    assert steps[1].startswith("jax 80.2, pytorch faster by 1.25×") and "apart" not in steps[1]
+    assert steps[1].startswith("JAX 80.2, PyTorch faster by 1.25×") and "apart" not in steps[1]
     assert (
-        steps[2].startswith("tensorflow 80.0, jax faster by 1.00×")
-        and "cannot tell jax and tensorflow apart" in steps[2]
+        steps[2].startswith("TensorFlow 80.0, JAX faster by 1.00×")
+        and "cannot tell JAX and TensorFlow apart" in steps[2]
     )
 
 

@@ -59,7 +59,7 @@ def test_planted_trend_and_bimodal_windows_are_flagged_in_the_report(tmp_path):
     assert "2 of 3 runs with enough measured steps are not steady" in re.sub(r"<[^>]+>", "", html)
     table = html.split('id="stability"')[1].split("</table>")[0]
     assert table.count("<tr>") == 3 and "TREND" in table and "BIMODAL" in table
-    assert 'alt="Step-time histograms of the flagged runs"' in html
+    assert 'alt="Step-time histograms of the flagged runs whose step time moved most"' in html
 
 
 @pytest.mark.parametrize("times", [STEADY, 0.1 * (1 + 0.05 * RNG.standard_normal(60)), [0.1] * 20])
@@ -103,7 +103,7 @@ def test_planted_drift_with_run_order_is_flagged():
     assert table.loc["pytorch", "drift"] == "drift" and table.loc["tensorflow", "drift"] == "none"
     assert table.loc["pytorch", "order_change_high"] < -0.05
     (found,) = checks.drift_findings(planted_runs(0.01))
-    assert found.text.startswith("pytorch's throughput drifts with the order the runs started in: -")
+    assert found.text.startswith("PyTorch's throughput drifts with the order the runs started in: -")
     assert drift.drift_table(planted_runs(0.0)).set_index("framework").loc["pytorch", "drift"] == "none"
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from dlbench import labels
 from dlbench.runners import capabilities
 from tests.conftest import REPO, framework_python
 
@@ -77,5 +78,5 @@ def test_report_compares_synthetic_and_real_per_framework(finished):
     html = (finished / "results/report/index.html").read_text()
     section = html[html.index("Synthetic vs real data") :]
     for fw in FRAMEWORKS:
-        assert fw in section
+        assert labels.framework_label(fw) in section  # the framework's name for people
     assert (finished / "results/figures/real_vs_synthetic.png").stat().st_size > 5000

@@ -99,10 +99,10 @@ def test_framework_comparison_sentences_and_their_cells():
     compare = by_topic(found, "compare", "resnet50")
     # Every scale where both frameworks have a number: 1x1 and 1x2 (tensorflow 2x2 is OOM).
     assert [f.text for f in compare] == [
-        "At 1x1, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: pytorch 100.0 images/s; "
-        "then tensorflow 80.0, pytorch faster by 1.25× [95% CI 1.22–1.28].",
-        "At 1x2, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: pytorch 194.0 images/s; "
-        "then tensorflow 150.0, pytorch faster by 1.29× [95% CI 1.26–1.33].",
+        "At 1x1, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: PyTorch 100.0 images/s; "
+        "then TensorFlow 80.0, PyTorch faster by 1.25× [95% CI 1.22–1.28].",
+        "At 1x2, ResNet-50 (batch 8/device, fp32, synthetic data) throughput by framework: PyTorch 194.0 images/s; "
+        "then TensorFlow 150.0, PyTorch faster by 1.29× [95% CI 1.26–1.33].",
     ]
     ratio = [n for n in compare[1].numbers if n.quantity == "ratio"][0]
     assert ratio.value == pytest.approx(194 / 150)
@@ -116,16 +116,16 @@ def test_scaling_sentences():
     texts = [f.text for f in by_topic(found, "scaling")]
     # 2x2 is noisy (CV 0.25): the fall in efficiency is not claimed.
     assert (
-        "pytorch's ResNet-50 (batch 8/device, fp32, synthetic data) scaling efficiency is 0.97 [95% CI 0.94–1.00] "
+        "PyTorch's ResNet-50 (batch 8/device, fp32, synthetic data) scaling efficiency is 0.97 [95% CI 0.94–1.00] "
         "at 1x2 and 0.81 [95% CI 0.61–1.01] at 2x2: uncertain, a noisy cell; speedup at 2x2: 3.24× "
         "[95% CI 2.43–4.02]." in texts
     )
     assert (
-        "tensorflow's ResNet-50 (batch 8/device, fp32, synthetic data) speedup at 1x2 is 1.88× [95% CI 1.83–1.93] "
+        "TensorFlow's ResNet-50 (batch 8/device, fp32, synthetic data) speedup at 1x2 is 1.88× [95% CI 1.83–1.93] "
         "over one device (scaling efficiency 0.94 [95% CI 0.91–0.96])." in texts
     )
     assert (
-        "pytorch's VGG-16 speedup at 1x2 is 0.90× [95% CI 0.88–0.92] over one device (scaling efficiency 0.45 "
+        "PyTorch's VGG-16 speedup at 1x2 is 0.90× [95% CI 0.88–0.92] over one device (scaling efficiency 0.45 "
         "[95% CI 0.44–0.46]): it is slower than on one device." in texts
     )
     falls = next(f for f in by_topic(found, "scaling") if "noisy" in f.text)
@@ -142,15 +142,15 @@ def test_noise_status_and_variant_sentences():
     (noise,) = by_topic(found, "noise")
     assert noise.text == (
         "1 of 8 cells with two or more repeats has a coefficient of variation above 0.1 (their numbers are "
-        "uncertain); the largest is 0.25 (pytorch ResNet-50 at 2x2)."
+        "uncertain); the largest is 0.25 (PyTorch ResNet-50 at 2x2)."
     )
     assert noise.numbers[0].cells == (key("pytorch", "2x2"),)
     (status,) = by_topic(found, "status")
-    assert status.text == "1 of 9 cells has no number: tensorflow ResNet-50 at 2x2 (OOM)."
+    assert status.text == "1 of 9 cells has no number: TensorFlow ResNet-50 at 2x2 (OOM)."
     assert status.numbers[0].cells == (key("tensorflow", "2x2"),)
     (variant,) = by_topic(found, "variant")
     assert variant.text == (
-        "With real data, pytorch's ResNet-50 throughput at 1x1 (batch 8/device) is 0.70× [95% CI 0.68–0.72] its "
+        "With real data, PyTorch's ResNet-50 throughput at 1x1 (batch 8/device) is 0.70× [95% CI 0.68–0.72] its "
         "synthetic-data throughput (70.0 vs 100.0 images/s)."
     )
     assert variant.numbers[0].cells == (key("pytorch", "1x1", data="real"), key("pytorch", "1x1"))
@@ -210,7 +210,7 @@ def test_reference_verdict_sentence():
     )
     (f,) = findings.reference_verdicts(refs, 0.1)
     assert f.text == (
-        "Of the 2 comparisons with published numbers, tolerance ±10%: 1 within and 1 slower. Furthest: pytorch "
+        "Of the 2 comparisons with published numbers, tolerance ±10%: 1 within and 1 slower. Furthest: PyTorch "
         "ResNet-50 at 1x1 (batch 64/device), 300.0 images/s, is 0.83× the reference 360.0 (tf_cnn_benchmarks, "
         "DGX-1 (8x V100))."
     )
@@ -228,6 +228,22 @@ def test_no_findings_without_numbers():
 
 
 # ---------------------------------------------------------------- real step logs → tables → report
+
+
+def provenance(framework: str, cpu_model="Test CPU @ 2.0GHz", cpu_count=2, memory_gb=23.6) -> dict:
+    """A step-log header's provenance, as the worker records it (dlbench.provenance)."""
+    return {
+        "os": "Linux-6.1-x86_64-with-glibc2.36",
+        "cpu_model": cpu_model,
+        "cpu_count": cpu_count,
+        "memory_gb": memory_gb,
+        "gpu": None,
+        "slurm": None,
+        "env_lock": f"{framework}.txt",
+        "env_lock_sha256": "ab" * 32,
+        "container_image": None,
+        "git": {"commit": "0123456789abcdef0123", "dirty": False},
+    }
 
 
 def write_log(root, coords: RunCoords, step_s: float, status="ok", error=None, ranks=None, warmup=1, measured=3):
@@ -254,18 +270,7 @@ def write_log(root, coords: RunCoords, step_s: float, status="ok", error=None, r
                 "version": {"pytorch": "2.5.1", "tensorflow": "2.18.0"}[coords.framework],
                 "trainable_params": {"resnet50": 25557032, "vgg16": 138357544}[coords.model],
             },
-            "provenance": {
-                "os": "Linux-6.1-x86_64-with-glibc2.36",
-                "cpu_model": "Test CPU @ 2.0GHz",
-                "cpu_count": 2,
-                "memory_gb": 23.6,
-                "gpu": None,
-                "slurm": None,
-                "env_lock": f"{coords.framework}.txt",
-                "env_lock_sha256": "ab" * 32,
-                "container_image": None,
-                "git": {"commit": "0123456789abcdef0123", "dirty": False},
-            },
+            "provenance": provenance(coords.framework),
         }
         writer = StepLogWriter(root / coords.run_dir / rank_log_name(rank), header)
         steps, t = [], 10.0
@@ -509,7 +514,7 @@ def test_labels_have_one_spelling_each():
         labels.scale_with_caict("2x4", "ddp") == "2x4 (2n8c) ddp"
         and labels.scale_with_caict("1x1", "single") == "1x1 (1n1c)"
     )
-    assert labels.scale_and_strategy("1x2", "ddp") == "1x2 ddp" and labels.series_label("mxnet", "single") == "mxnet"
+    assert labels.scale_and_strategy("1x2", "ddp") == "1x2 ddp" and labels.series_label("mxnet", "single") == "MXNet"
     assert labels.status_label("oom") == "OOM" and labels.status_label("partial") == "PARTIAL"
     assert labels.status_label("partial", unknown=str) == "partial"
     assert labels.unit("bert_base") == "sequences/s" and labels.unit("unknown_model") == "samples/s"

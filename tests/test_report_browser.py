@@ -224,6 +224,55 @@ PAGE_FACTS = """
 """
 
 
+# What any report must keep to, at any grid size (issue #29): the page (HTML with its embedded
+# figures) at most PAGE_BYTES, loaded with every figure decoded within LOAD_SECONDS in headless
+# Chromium (the CAICT-sized report: ~2.5 MB, under 1 s here), and nothing wider than the page.
+PAGE_BYTES = 10_000_000
+LOAD_SECONDS = 5.0
+OVERFLOW = """
+(() => {
+  const page = document.documentElement.clientWidth;
+  const wide = [];
+  for (const el of document.querySelectorAll('table, figure, img, details, section, div.figures, pre, ul, ol, p')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0) continue;  // not rendered (inside a closed <details>)
+    const name = el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className ? '.' + el.className : '');
+    if (box.right > page + 1) wide.push(name + ' ends at ' + Math.round(box.right) + ' px');
+    if (!['img', 'p', 'ul', 'ol'].includes(el.tagName.toLowerCase()) && el.scrollWidth > el.clientWidth + 1)
+      wide.push(name + ' scrolls: ' + el.scrollWidth + ' > ' + el.clientWidth);
+  }
+  const doc = document.documentElement;
+  if (doc.scrollWidth > doc.clientWidth) wide.push('document: ' + doc.scrollWidth + ' > ' + doc.clientWidth);
+  return wide;
+})()
+"""
+OPEN_ALL = "document.querySelectorAll('details').forEach(d => { d.open = true; }); true"
+
+
+def check_scale(browser: Chromium, html_path: Path) -> dict:
+    """Page weight, load time and overflow, with the collapsed sections closed and then open;
+    the page must already be open in `browser`. Returns what it measured."""
+    started = time.monotonic()
+    browser.open(html_path.resolve().as_uri())
+    images = browser.evaluate(IMAGES)
+    seconds = time.monotonic() - started
+    weight = html_path.stat().st_size + sum(
+        (html_path.parent / src).stat().st_size
+        for src in browser.evaluate("Array.from(document.images).map(i => i.getAttribute('src'))")
+        if not src.startswith("data:")
+    )
+    closed = browser.evaluate(OVERFLOW)
+    browser.evaluate(OPEN_ALL)
+    opened = browser.evaluate(OVERFLOW)
+    print(f"\n{html_path}: {weight / 1e6:.2f} MB, loaded with its {len(images)} figures in {seconds:.2f} s")
+    assert weight <= PAGE_BYTES, f"{weight} bytes"
+    assert seconds <= LOAD_SECONDS, f"{seconds:.2f} s to load"
+    assert closed == [] and opened == [], (closed, opened)
+    assert [i for i in images if not (i["complete"] and i["width"] > 0)] == []
+    assert browser.console_errors() == []
+    return {"bytes": weight, "seconds": seconds, "images": len(images)}
+
+
 @pytest.fixture
 def browser(tmp_path):
     profile = tmp_path / "chromium-profile"
@@ -247,6 +296,7 @@ def check_report(browser: Chromium, html_path: Path, screenshot: Path) -> dict:
     assert facts["brokenLinks"] == []
     assert facts["width"] <= WIDTH, "nothing overflows the page horizontally"
     assert shot.stat().st_size > 10_000
+    check_scale(browser, html_path)
     return facts
 
 

@@ -18,7 +18,7 @@ def _listed(names: list[str]) -> str:
 
 
 def run_name(run) -> str:
-    return f"{run['framework']} {labels.model_title(run['model'])} at {run['scale']}, repeat {run['repeat']}"
+    return f"{labels.framework_of(run)} {labels.model_title(run['model'])} at {run['scale']}, repeat {run['repeat']}"
 
 
 def stability_findings(runs: pd.DataFrame) -> list[Finding]:
@@ -59,7 +59,7 @@ def drift_findings(runs: pd.DataFrame) -> list[Finding]:
                 "drift",
                 None,
                 (
-                    f"{row['framework']}'s throughput drifts with the order the runs started in: ",
+                    f"{labels.framework_of(row)}'s throughput drifts with the order the runs started in: ",
                     change,
                     f" relative to each cell's median from its first to its last of {row['runs']} runs "
                     f"({row['time_change']:+.1%} along the start times); its cells' numbers depend on when they ran.",
@@ -75,7 +75,8 @@ def placement_findings(runs: pd.DataFrame) -> list[Finding]:
     if flagged.empty:
         return []
     names = [
-        f"{r['framework']} {labels.model_title(r['model'])} at {r['scale']} ({labels.PLACEMENT_TEXT[r['placement']]}: "
+        f"{labels.framework_of(r)} {labels.model_title(r['model'])} at {r['scale']} "
+        f"({labels.PLACEMENT_TEXT[r['placement']]}: "
         f"{r['node_sets']})"
         for _, r in flagged.iterrows()
     ]

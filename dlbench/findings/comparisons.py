@@ -174,7 +174,8 @@ def variants(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
                     "variant",
                     row["model"],
                     (
-                        f"{opening}, {row['framework']}'s {model_title(row['model'])} throughput at {row['scale']} "
+                        f"{opening}, {labels.framework_of(row)}'s {model_title(row['model'])} throughput "
+                        f"at {row['scale']} "
                         f"(batch {row['batch']}/device) is ",
                         number,
                         f" {of_what} (",

@@ -51,7 +51,7 @@ def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
                 f" cells with two or more repeats {verb(len(noisy), 'has', 'have')} a coefficient of variation "
                 f"above {threshold:g} (their numbers are uncertain); the largest is ",
                 cv,
-                f" ({worst['framework']} {model_title(worst['model'])} at {worst['scale']}).",
+                f" ({labels.framework_of(worst)} {model_title(worst['model'])} at {worst['scale']}).",
             ),
         )
     ]
@@ -65,7 +65,8 @@ def status(cells: pd.DataFrame) -> list[Finding]:
     missing = cells[~cells["throughput"].map(finite)]
     if not missing.empty:
         listed = [
-            f"{r['framework']} {model_title(r['model'])} at {r['scale']} ({labels.status_label(str(r['status']))})"
+            f"{labels.framework_of(r)} {model_title(r['model'])} at {r['scale']} "
+            f"({labels.status_label(str(r['status']))})"
             for _, r in missing.head(MAX_LISTED).iterrows()
         ]
         more = f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
@@ -120,7 +121,7 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
         parts: list[str | Number] = [
             f"Of the {len(rows)} comparisons with {what}, tolerance ±{tolerance:.0%}: ",
             *join(tally),
-            f". Furthest: {far['framework']} {model_title(far['model'])} at {far['scale']} "
+            f". Furthest: {labels.framework_of(far)} {model_title(far['model'])} at {far['scale']} "
             f"(batch {far['batch']}/device), ",
             Number(float(far["measured"]), f"{far['measured']:.1f}", "throughput", (cell_key(far),)),
             f" {unit(far['model'])}, is ",

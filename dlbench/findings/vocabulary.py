@@ -93,10 +93,10 @@ def context(model: str, key: tuple, several_groups: bool) -> str:
 
 
 def series_labels(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """framework, or `framework (strategy)` where a framework has several strategies here."""
+    """`PyTorch`, or `PyTorch (ddp)` where a framework has several strategies here."""
     per_fw = rows.groupby("framework")["strategy"].nunique()
     return {
-        (fw, st): fw if per_fw[fw] == 1 else labels.series_label(fw, st)
+        (fw, st): labels.framework_label(fw) if per_fw[fw] == 1 else labels.series_label(fw, st)
         for fw, st in zip(rows["framework"], rows["strategy"], strict=True)
     }
 

@@ -132,7 +132,7 @@ def expand(config: dict) -> Grid:
                 unavailable[cell] = no_precision
                 continue
             if data not in caps.data or (data == "real" and CATALOGUE[model]["kind"] == llm.KIND):
-                unavailable[cell] = f"the {fw} runner has no {data}-data input pipeline for {model} yet"
+                unavailable[cell] = f"the {caps.label} runner has no {data}-data input pipeline for {model} yet"
                 continue
             # A strategy that cannot run here (single-node strategy at a multi-node scale,
             # NCCL on a CPU, a package that does not build) stays in the grid with its reason.

@@ -8,15 +8,14 @@ import pandas as pd
 from dlbench import labels
 from dlbench.analysis.stability import parse_step_times
 from dlbench.findings.checks import run_name
-from dlbench.plots.figures import _grid, colour, plt
-
-MAX_HISTOGRAMS = 12  # flagged runs drawn (the table lists them all)
+from dlbench.plots.figures import _figure_legend, _grid, colour, plt
 
 
 def step_histograms(flagged: pd.DataFrame, path) -> None:
-    """One panel per flagged run: its measured steps' times, first- and last-third medians marked."""
-    shown = flagged.head(MAX_HISTOGRAMS)
-    fig, axes = _grid(max(1, len(shown)), width=4.0, height=2.8)
+    """One panel per run given (the caller chooses which): its measured steps' times, first- and
+    last-third medians marked."""
+    shown = flagged
+    fig, axes = _grid(max(1, len(shown)), width=4.2, height=2.8, cols=3)
     for ax, (_, run) in zip(axes, shown.iterrows(), strict=False):
         times = parse_step_times(run["step_times_s"]) * 1e3
         ax.hist(times, bins=min(30, max(5, times.size // 3)), color=colour(run["framework"]))
@@ -25,10 +24,10 @@ def step_histograms(flagged: pd.DataFrame, path) -> None:
             (run["step_last_third_s"], ":", "last third"),
         ):
             ax.axvline(value * 1e3, color="black", linestyle=style, label=f"median, {name}")
-        ax.set_title(f"{run_name(run)}: {labels.STABILITY_TEXT[run['stability']]}", fontsize=9)
+        ax.set_title(f"{run_name(run)}:\n{labels.STABILITY_TEXT[run['stability']]}", fontsize=8)
         ax.set_xlabel("step time (ms)")
         ax.set_ylabel("steps")
-        ax.legend(fontsize=7)
+    _figure_legend(fig, list(axes)[:1])
     fig.savefig(path)
     plt.close(fig)
 
@@ -37,7 +36,14 @@ def drift_figure(ordered: pd.DataFrame, path) -> None:
     """Throughput ÷ its cell's median against run order, one colour per framework."""
     fig, (ax,) = _grid(1, width=7.0, height=3.2)
     for framework, group in ordered.groupby("framework", sort=True):
-        ax.plot(group["order"], group["relative"], "o", ms=4, color=colour(framework), label=framework)
+        ax.plot(
+            group["order"],
+            group["relative"],
+            "o",
+            ms=4,
+            color=colour(framework),
+            label=labels.framework_label(framework),
+        )
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xlabel("run order (by start time)")
     ax.set_ylabel("throughput ÷ its cell's median")

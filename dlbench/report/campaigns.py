@@ -57,8 +57,8 @@ def _matches(published: Campaign, measured: Campaign, tolerance: float) -> dict:
     result = cmp.compare(published, measured, tolerance)
     rows = [
         {
-            "cell": " ".join(str(r[f]) for f in ("framework", "model", "precision", "data"))
-            + f" bs{r['batch']} {r['scale']} {r['strategy']}",
+            "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])} {r['precision']} {r['data']}"
+            f" bs{r['batch']} {r['scale']} {r['strategy']}",
             "published": f"{r['reference']:.1f}",
             "measured": f"{r['candidate']:.1f}",
             "ratio": f"{r['ratio']:.2f}×"

@@ -44,7 +44,7 @@ def finding_html(finding: fnd.Finding) -> Markup:
         if not isinstance(part, fnd.Number):
             out.append(escape(part))
             continue
-        names = [k.label for k in part.cells[:8]] + (["…"] if len(part.cells) > 8 else [])
+        names = [labels.cell_label(k) for k in part.cells[:8]] + (["…"] if len(part.cells) > 8 else [])
         title = f"{part.quantity} from: " + "; ".join(names)
         if len(part.cells) <= 2:
             out.append(
@@ -84,6 +84,8 @@ def throughput_tables(cells: pd.DataFrame) -> list[dict]:
                 "columns": [{"scale": s, "label": labels.caict(s), "devices": labels.devices(s)} for s in scales],
                 "rows": rows,
                 "notes": notes,
+                "cells": len(group),
+                "numbers": int(group["throughput"].map(finite).sum()),
             }
         )
     return out
@@ -96,7 +98,7 @@ def _note(key: CellKey, status: str, reason: str, notes: list) -> int:
         existing = {
             "n": len(notes) + 1,
             "key": key,
-            "label": key.label,
+            "label": labels.cell_label(key),
             "status": labels.status_label(status),
             "reason": reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else ""),
             "full_reason": reason,
@@ -106,7 +108,7 @@ def _note(key: CellKey, status: str, reason: str, notes: list) -> int:
 
 
 def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
-    hover = [key.label, f"status {status}"]
+    hover = [labels.cell_label(key), f"status {status}"]
     if labels.text(cell.get("sanity")):
         hover.append(f"sanity {labels.sanity_label(cell['sanity'])}")
     if has_number:

@@ -13,6 +13,8 @@ from dlbench.findings.checks import run_name
 from dlbench.plots import checks as check_figures
 from dlbench.plots import figures as figs
 
+HISTOGRAMS = 6  # flagged runs drawn, those whose step time moved most (the table lists every one)
+
 
 def _ms(value) -> str:
     return f"{value * 1e3:.4g} ms" if finite(value) else "—"
@@ -25,10 +27,14 @@ def _percent(row, prefix: str) -> str:
 
 
 def stability_part(runs: pd.DataFrame) -> dict:
+    """Counts by verdict, every flagged run in the table, and histograms of the HISTOGRAMS runs
+    whose step time moved most (the table holds them all)."""
     if "stability" not in runs:
-        return {"judged": 0, "rows": [], "figure": None}
+        return {"judged": 0, "runs": len(runs), "counts": {}, "rows": [], "figure": None, "drawn": 0}
     judged = runs[runs["stability"].map(labels.text).isin(["steady", "trend", "bimodal"])]
     flagged = judged[judged["stability"].isin(["trend", "bimodal"])]
+    moved = (flagged["step_last_third_s"] / flagged["step_first_third_s"] - 1).abs()
+    flagged = flagged.assign(moved=moved).sort_values("moved", ascending=False, kind="stable")
     rows = [
         {
             "run": run_name(r),
@@ -39,15 +45,24 @@ def stability_part(runs: pd.DataFrame) -> dict:
         }
         for _, r in flagged.iterrows()
     ]
-    figure = figs.png_data_uri(check_figures.step_histograms, flagged) if rows else None
-    return {"judged": len(judged), "rows": rows, "figure": figure}
+    drawn = flagged.head(HISTOGRAMS)
+    figure = figs.png_data_uri(check_figures.step_histograms, drawn) if rows else None
+    counts = {labels.STABILITY_TEXT[v]: int((judged["stability"] == v).sum()) for v in ("steady", "trend", "bimodal")}
+    return {
+        "judged": len(judged),
+        "runs": len(runs),
+        "counts": counts,
+        "rows": rows,
+        "figure": figure,
+        "drawn": len(drawn),
+    }
 
 
 def drift_part(runs: pd.DataFrame) -> dict:
     table = drift_table(runs)
     rows = [
         {
-            "framework": r["framework"],
+            "framework": labels.framework_label(r["framework"]),
             "runs": int(r["runs"]),
             "order": _percent(r, "order"),
             "time": _percent(r, "time"),
@@ -64,7 +79,7 @@ def drift_part(runs: pd.DataFrame) -> dict:
 def placement_part(runs: pd.DataFrame) -> list[dict]:
     return [
         {
-            "cell": f"{r['framework']} {labels.model_title(r['model'])} at {r['scale']} "
+            "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])} at {r['scale']} "
             f"({labels.setup(r['batch'], r['precision'], r['data'])})",
             "node_sets": r["node_sets"],
             "verdict": labels.PLACEMENT_TEXT.get(r["placement"], "same speed on each"),

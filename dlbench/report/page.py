@@ -21,6 +21,8 @@ from dlbench.report.checks import section as checks_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+SUMMARY_FINDINGS = 6  # a model with more findings: the summary shows 3, its section groups them by topic
+OPEN_TABLES = 4  # a model with more throughput tables: each collapses (<details>), the first open
 
 
 def _status_order(status: str) -> int:
@@ -41,7 +43,59 @@ def _template() -> jinja2.Template:
         lstrip_blocks=True,
     )
     env.filters["and_join"] = and_join
+    env.filters["fw"] = labels.framework_label
     return env.get_template("report.html.j2")
+
+
+def page_sections(context: dict) -> list[dict]:
+    """The page's sections in order, each with its template (templates/sections/) and its
+    entries in the contents; a section whose data is empty (None) is left out. A new section is
+    one more entry here and one more template."""
+    models = context["models"]
+    entries = [
+        ("summary", "Summary", True),
+        ("method", "Test method", True),
+        ("environment", "Environment", True),
+        ("reading", "How to read the tables", True),
+        ("models", [(m["id"], m["title"]) for m in models], bool(models)),
+        ("checks", "Measurement checks", context["checks"]),
+        ("references", "Published vs measured", context["references"]),
+        ("campaigns", "Published campaigns", context["campaigns"]),
+    ]
+    return [
+        {"template": f"sections/{name}.html.j2", "nav": title if isinstance(title, list) else [(name, title)]}
+        for name, title, present in entries
+        if present
+    ]
+
+
+def grid_size(cells: pd.DataFrame) -> dict | None:
+    """The grid's factors (`5 frameworks`, …) and how many of their combinations it holds."""
+    if cells.empty:
+        return None
+    factors = [
+        (len(set(cells[column])), noun)
+        for column, noun in (
+            ("framework", "framework"),
+            ("model", "model"),
+            ("batch", "batch size"),
+            ("data", "kind of data"),
+            ("precision", "precision"),
+            ("scale", "scale"),
+        )
+    ]
+    product = 1
+    for n, _ in factors:
+        product *= n
+    return {
+        "factors": [f"{n} {noun if n == 1 else _plural(noun)}" for n, noun in factors],
+        # strategies add cells (several per framework beyond one device), exclusions remove some
+        "combinations": product,
+    }
+
+
+def _plural(noun: str) -> str:
+    return {"kind of data": "kinds of data", "batch size": "batch sizes"}.get(noun, noun + "s")
 
 
 def _counts(cells: pd.DataFrame, runs: pd.DataFrame) -> dict:
@@ -78,7 +132,7 @@ def render(
     reference_settings = config.get("references") or {}
     found = fnd.findings(cells, noisy_cv, runs) + check_findings(runs)
     found += fnd.reference_verdicts(references, float(reference_settings.get("tolerance", 0.1)))
-    return _template().render(
+    context = dict(
         generated=generated or generated_text(environment),
         protocol=protocol,
         method=method(protocol, config, cells, noisy_cv, runs),
@@ -97,7 +151,11 @@ def render(
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=figs.colour,
         campaigns=campaigns,
+        grid_size=grid_size(cells),
+        summary_findings=SUMMARY_FINDINGS,
+        open_tables=OPEN_TABLES,
     )
+    return _template().render(**context, sections=page_sections(context))
 
 
 def _site_cells(cells: pd.DataFrame) -> bool:

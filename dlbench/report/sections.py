@@ -84,20 +84,33 @@ def method(
     }
 
 
+def headline_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per model, the one figure panel (batch, data, precision) with the most cells that have a
+    number (ties: synthetic data, then the larger batch): the summary's view of the grid."""
+    chosen = []
+    for _, mine in cells[cells["throughput"].map(finite)].groupby("model", sort=False):
+        keys = mine.groupby(["batch", "data", "precision"]).size().reset_index(name="n")
+        keys = keys.assign(synthetic=keys["data"] == "synthetic", order=keys["batch"].map(figs._batch_order))
+        best = keys.sort_values(["n", "synthetic", "order"], ascending=False).iloc[0]
+        picked = (cells["model"] == mine["model"].iloc[0]) & (cells["batch"] == best["batch"])
+        chosen.append(cells[picked & (cells["data"] == best["data"]) & (cells["precision"] == best["precision"])])
+    return pd.concat(chosen) if chosen else cells.iloc[0:0]
+
+
 def summary_figure(cells: pd.DataFrame) -> str | None:
-    """The grid's main question at a glance: throughput by framework and scale, every panel
-    a model/batch/precision/data group, 95% CIs as error bars (None: no number yet)."""
+    """The grid's main question at a glance: throughput by framework and scale, one panel per
+    model at its headline setup (headline_cells), 95% CIs as error bars (None: no number yet)."""
     if cells.empty or not cells["throughput"].map(finite).any():
         return None
-    return figs.png_data_uri(figs.throughput_figure, cells)
+    return figs.png_data_uri(figs.throughput_figure, headline_cells(cells))
 
 
 def _parameters(runs: pd.DataFrame, model: str) -> list[str]:
-    """`25.6 M (pytorch, tensorflow)`: trainable parameters as the frameworks counted them."""
+    """`25.6 M (PyTorch, TensorFlow)`: trainable parameters as the frameworks counted them."""
     params: dict[str, list[str]] = {}
     if not runs.empty and "trainable_params" in runs:
         for fw, g in runs[(runs["model"] == model) & runs["trainable_params"].map(finite)].groupby("framework"):
-            params.setdefault(f"{g['trainable_params'].iloc[0] / 1e6:.1f} M", []).append(fw)
+            params.setdefault(f"{g['trainable_params'].iloc[0] / 1e6:.1f} M", []).append(labels.framework_label(fw))
     return [f"{p} ({', '.join(fws)})" for p, fws in params.items()]
 
 
@@ -106,14 +119,16 @@ def _catalogue_order(model: str) -> int:
 
 
 def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding]) -> list[dict]:
-    """Per model: facts, findings, tables, and figures drawn from its cells only."""
+    """Per model: facts, findings (by topic), tables, and one figure of each kind drawn from its
+    cells only, faceted by batch, data and precision (docs/report.md: how the report scales)."""
     sections = []
     all_tables = throughput_tables(cells)
     for model in sorted(cells["model"].unique(), key=_catalogue_order):
         mine = cells[cells["model"] == model]
         has_number = mine["throughput"].map(finite).any()
-        scaled = not mine[(mine["devices"] > 1) & mine["speedup"].map(finite)].empty
+        scaled, one_scale = figs.scaled_facets(mine)
         data_rows, data_figure = data_comparison(mine)
+        findings = [f for f in found if f.model == model]
         sections.append(
             {
                 "model": model,
@@ -121,10 +136,17 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
                 "title": labels.model_title(model),
                 "unit": labels.unit(model),
                 "params": _parameters(runs, model),
-                "findings": [finding_html(f) for f in found if f.model == model],
+                "cells": len(mine),
+                "cells_with_number": int(mine["throughput"].map(finite).sum()),
+                "findings": [finding_html(f) for f in findings],
+                "finding_topics": finding_topics(findings),
                 "tables": [t for t in all_tables if t["key"][0] == model],
                 "throughput_figure": figs.png_data_uri(figs.throughput_figure, mine) if has_number else None,
                 "speedup_figure": figs.png_data_uri(figs.speedup_figure, mine) if scaled else None,
+                "throughput_wide": len(figs.facets(mine)) > 1,
+                "speedup_wide": len(scaled) > 1,
+                "data_wide": mine[["batch", "precision"]].drop_duplicates().shape[0] > 1,
+                "one_scale": [labels.setup(batch, precision, data) for _, batch, data, precision in one_scale],
                 "data_rows": data_rows,
                 "sanity_rows": sanity_rows(mine),
                 "data_figure": data_figure,
@@ -132,6 +154,14 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
             }
         )
     return sections
+
+
+def finding_topics(findings: list[fnd.Finding]) -> list[dict]:
+    """The findings by topic, in the order topics first appear: what a collapsed list shows."""
+    topics: dict[str, list] = {}
+    for f in findings:
+        topics.setdefault(f.topic, []).append(finding_html(f))
+    return [{"title": labels.finding_topic(t), "items": items} for t, items in topics.items()]
 
 
 def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
@@ -142,6 +172,7 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
     rows = [
         {
             "framework": c["framework"],
+            "framework_label": labels.framework_label(c["framework"]),
             "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
             "batch": c["batch"],
             "precision": c["precision"],
@@ -164,7 +195,7 @@ def sanity_rows(cells: pd.DataFrame) -> list[dict]:
     return [
         {
             "cell_id": cell_id(fnd.cell_key(c)),
-            "framework": c["framework"],
+            "framework": labels.framework_label(c["framework"]),
             "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
             "setup": labels.setup(c["batch"], c["precision"], c["data"]),
             "loss": f"{_number(c.get('loss_first_quarter'), '.3g')} → {_number(c.get('loss_last_quarter'), '.3g')}",
@@ -183,8 +214,8 @@ def _number(value, spec: str, suffix: str = "") -> str:
 def _reference_row(r: pd.Series) -> dict:
     return {
         "cell_id": cell_id(fnd.cell_key(r)),
-        "cell": f"{r['framework']} {labels.model_title(r['model'])}, batch {r['batch']}, {r['scale']}"
-        + (f" {r['strategy']}" if r["strategy"] != SINGLE_DEVICE else ""),
+        "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])}, "
+        f"batch {r['batch']}, {r['scale']}" + (f" {r['strategy']}" if r["strategy"] != SINGLE_DEVICE else ""),
         "kind": labels.text(r.get("kind")),
         "source": labels.text(r.get("source")),
         "hardware": labels.text(r.get("hardware")),
