@@ -1,7 +1,13 @@
-"""The PyTorch LLM runner against the bare loop of the same Llama (benchmarks/llm_bare_loop.py),
-alternating fresh processes round by round (issue #27; target: runner ÷ bare ≥ 0.98):
+"""An LLM runner (PyTorch or JAX) against the bare loop of the same Llama
+(benchmarks/llm_bare_loop.py), alternating fresh processes round by round (issue #27; target:
+runner ÷ bare ≥ 0.98):
 
-    .venvs/analysis/bin/python benchmarks/llm_overhead.py [--rounds 16] [--batch 2] [--seq-len 128]
+    .venvs/analysis/bin/python benchmarks/llm_overhead.py [--framework jax] [--rounds 16] [--batch 2] [--seq-len 128]
+    .venvs/analysis/bin/python benchmarks/llm_overhead.py --definition transformers   # PyTorch only
+
+`--definition transformers`: the bare loop trains transformers' LlamaForCausalLM of the same
+shape instead of the runner's own Llama (an independent reference: "measure both and keep
+the faster"); runner ÷ that loop below 1 says the runner's definition is the slower one.
 
 Each round runs both in its own process, in alternating order; the runner's tokens/s is read
 from its step log's measured window, the bare loop's from its output. Prints every round and
@@ -21,12 +27,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-PYTHON = REPO / ".venvs" / "pytorch" / "bin" / "python"
 ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
 
 
+def python(framework: str) -> str:
+    return str(REPO / ".venvs" / framework / "bin" / "python")
+
+
 def bare(args) -> float:
-    command = [str(PYTHON), "benchmarks/llm_bare_loop.py", "--batch", str(args.batch), "--seq-len", str(args.seq_len)]
+    command = [python(args.framework), "benchmarks/llm_bare_loop.py", "--framework", args.framework]
+    command += ["--batch", str(args.batch), "--seq-len", str(args.seq_len), "--definition", args.definition]
     command += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
     out = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, check=True).stdout
     return float(re.findall(r"([0-9.]+) tokens/s", out)[-1])
@@ -34,12 +44,12 @@ def bare(args) -> float:
 
 def runner(args) -> float:
     run_dir = Path(tempfile.mkdtemp())
-    coords = ["--framework", "pytorch", "--model", "llama_small", "--precision", "fp32", "--data", "synthetic"]
+    coords = ["--framework", args.framework, "--model", "llama_small", "--precision", "fp32", "--data", "synthetic"]
     coords += ["--batch", str(args.batch), "--scale", "1x1", "--strategy", "single", "--repeat", "1"]
     options = ["--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", str(args.warmup)]
     options += ["--measured-steps", str(args.steps), "--statistic", "mean", "--seq-len", str(args.seq_len)]
     options += ["--threads", str(args.threads)]
-    launch = [str(PYTHON), "-m", "dlbench.launch", *coords, *options]
+    launch = [python(args.framework), "-m", "dlbench.launch", *coords, *options]
     subprocess.run(launch, cwd=REPO, env=ENV, capture_output=True, check=True)
     records = [json.loads(line) for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines()]
     measured = [r for r in records if r.get("type") == "step" and r["phase"] == "measure"]
@@ -48,6 +58,8 @@ def runner(args) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--framework", choices=("pytorch", "jax"), default="pytorch")
+    p.add_argument("--definition", choices=("dlbench", "transformers"), default="dlbench")
     p.add_argument("--rounds", type=int, default=16)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=128)
@@ -55,6 +67,8 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
+    if args.framework == "jax" and args.definition != "dlbench":
+        p.error("--definition transformers: a PyTorch model (JAX's bare loop is the runner's Flax Llama)")
     from dlbench.analysis import stats
 
     bares, runners = [], []
@@ -64,8 +78,9 @@ def main() -> int:
         print(f"round {i + 1}: bare {bares[-1]:.1f}, runner {runners[-1]:.1f} tokens/s", flush=True)
     low, high = stats.ratio_ci("median", bares, runners)
     ratio = statistics.median(r / b for r, b in zip(runners, bares, strict=True))
+    label = f"{args.framework} runner / bare ({args.definition} Llama)"
     print(
-        f"runner / bare: {ratio:.3f} [{low:.3f}, {high:.3f}] (n={args.rounds}); tokens/s median bare "
+        f"{label}: {ratio:.3f} [{low:.3f}, {high:.3f}] (n={args.rounds}); tokens/s median bare "
         f"{statistics.median(bares):.1f}, runner {statistics.median(runners):.1f}"
     )
     return 0

@@ -150,3 +150,15 @@ def config_problem(config: dict, models: list[str]) -> str | None:
         if length < 2:
             return f"run.seq_len: {length} is too short for next-token prediction (at least 2)"
     return None
+
+
+def tensor_parallel_problem(model: str, size: int) -> str | None:
+    """Why `model`'s blocks cannot be split `size` ways by heads (each rank whole query and
+    key/value heads, GQA's groups kept together) and FFN units; None: they can."""
+    s = shape(model)
+    if size < 2:
+        return f"a tensor-parallel size of {size}: tensor parallelism needs at least 2 devices per node"
+    for what, count in (("heads", s.heads), ("KV heads", s.kv_heads), ("FFN units", s.ffn)):
+        if count % size:
+            return f"a tensor-parallel size of {size} does not divide {model}'s {count} {what}"
+    return None

@@ -10,7 +10,7 @@ from dlbench.campaigns import compare as cmp
 from dlbench.campaigns import load
 from dlbench.campaigns.__main__ import main
 from dlbench.campaigns.campaign import write_pipeline_manifest
-from dlbench.campaigns.published import find, import_published, parse_statistic
+from dlbench.campaigns.published import LLM_PUBLISHED, find, import_published, parse_statistic
 from dlbench.planning.grid import Grid
 from dlbench.steplog import StepLogWriter, read_steplog
 from tests.conftest import REPO, make_coords, write_run
@@ -90,7 +90,7 @@ def test_published_campaign_protocols_and_missing_sources():
         "preset": None,
     }
     campaigns = import_published(str(PUBLISHED))
-    assert len({c.id for c in campaigns}) == len(campaigns) == 7
+    assert len({c.id for c in campaigns}) == len(campaigns) == 7 + 2  # the seeds', then the LLM sources'
     with pytest.raises(KeyError, match="figures only"):
         find(campaigns, "caict2020")
     # Published against published: ratios, but no spread to state a confidence from.
@@ -102,6 +102,22 @@ def test_published_campaign_protocols_and_missing_sources():
     assert set(result.cells["verdict"]) == {"inconclusive"}
     assert result.cells["why"].str.startswith("no repeats on either side").all()
     assert [d["field"] for d in result.differences] == ["hardware.gpu"]
+
+
+def test_published_llm_rows_are_campaigns_with_their_sources():
+    campaigns = import_published(str(PUBLISHED))
+    titan, nemo = find(campaigns, "torchtitan-nvidia_h100"), find(campaigns, "dgxc-benchmarking-nvidia_h100")
+    assert "pytorch/torchtitan/blob/eaea6f6a2fa940f03a10906be1df3489cf30af85" in titan.manifest["source"]
+    assert "dgxc-benchmarking/blob/143b90dd91f9be958fed4773ae95d941a3356a82" in nemo.manifest["source"]
+    # bf16 is dlbench's LLM amp (the references' precision aliases); fp8 has no dlbench precision.
+    titan_cells = titan.cells.set_index(["precision", "scale", "strategy"])["throughput"]
+    assert titan_cells[("amp", "1x8", "fsdp")] == 5762 * 8  # Table 1: TPS/GPU x 8 GPUs
+    assert titan_cells[("fp8", "16x8", "fsdp_compile_float8")] == 8380 * 128
+    nemo_cells = nemo.cells.set_index(["precision", "scale"])["throughput"]
+    assert nemo_cells[("amp", "1x8")] == 81222 and nemo_cells[("fp8", "16x8")] == 1708474
+    assert set(titan.cells["model"]) == set(nemo.cells["model"]) == {"llama3_8b"}
+    # LLM_PUBLISHED passed as the configured CSV is read once, not twice.
+    assert len(import_published(LLM_PUBLISHED)) == 2
 
 
 def test_published_tables_go_through_the_pipeline_markdown():

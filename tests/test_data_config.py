@@ -70,12 +70,12 @@ def test_snakemake_stops_with_one_message_and_writes_nothing(tmp_path, data, exp
     assert not (tmp_path / "results").exists()
 
 
-def test_datasets_target_plans_generation_conversions_and_bert(tmp_path):
+def test_datasets_target_plans_generation_conversions_bert_and_tokens(tmp_path):
     result = snakemake(tmp_path, {"data": {"images": {"splits": ["train", "val"]}}}, "datasets")
     assert result.returncode == 0, result.stderr[-2000:]
     table = result.stdout[result.stdout.index("Job stats") :]
     counts = dict(line.split()[:2] for line in table.splitlines()[3:] if len(line.split()) == 2)
-    expected = ["generate_images", "tfrecords", "imagefolder", "recordio", "bert_data", "datasets"]
+    expected = ["generate_images", "tfrecords", "imagefolder", "recordio", "bert_data", "llm_tokens", "datasets"]
     assert {rule: counts.get(rule) for rule in expected} == dict.fromkeys(expected, "1")
     assert "validation-00000-of-00001" in result.stdout and "val.rec" in result.stdout
 

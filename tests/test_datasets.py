@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dlbench.data import DataError, bert, imagenet, read_manifest, recordio
+from dlbench.data import DataError, bert, imagenet, read_manifest, recordio, tokens
 from dlbench.planning import datasets as paths
 from tests.conftest import REPO
 
@@ -336,3 +336,42 @@ def test_default_corpus_is_english_prose():
 
 def test_manifest_files_are_json(generated):
     assert json.loads((generated / "manifest.json").read_text())["schema"] == "dlbench.dataset/1"
+
+
+# ---- the LLMs' byte-level tokens ----
+
+
+def test_llm_token_paths_follow_corpus_and_seq_len():
+    config = {"run": {"seq_len": 64}}
+    files = paths.train_data_inputs("jax", "llama_small", config)
+    assert files == paths.train_data_inputs("pytorch", "llama3_8b", config)  # one file for every framework
+    assert [os.path.basename(p) for p in files] == ["tokens.npy", "manifest.json"]
+    assert files[0].startswith("results/data/tokens/bytes-")
+    assert paths.token_settings({}) == {"corpus": None, "seq_len": 2048}  # the Llamas' default
+    assert paths.tokens_id(config) not in (paths.tokens_id({}), paths.tokens_id({"data": {"text": {"corpus": "c"}}}))
+
+
+def test_llm_tokens_are_packed_bytes_with_document_ends(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("héllo world\n\nsecond document here\n\n\nthird")
+    manifest = tokens.build(tmp_path / "out", str(corpus), 7)
+    rows, loaded = tokens.load(tmp_path / "out", 7, 32000)
+    stream = rows.reshape(-1)
+    expected = [*"héllo world".encode(), 256, *b"second document here", 256, *b"third", 256]
+    assert rows.shape == (len(expected) // 8, 8) and rows.dtype == np.uint16
+    assert stream.tolist() == expected[: rows.size]
+    assert manifest["documents"] == 3 and loaded["corpus_sha256"] == manifest["corpus_sha256"]
+    with pytest.raises(DataError, match=r"tokens.npy: uint16\[5, 8\], expected uint16 \[N, 65\]"):
+        tokens.load(tmp_path / "out", 64, 32000)
+    with pytest.raises(DataError, match="vocabulary of 257 exceeds the model's 100"):
+        tokens.load(tmp_path / "out", 7, 100)
+    with pytest.raises(DataError, match="cannot fill one sequence of 4097"):
+        tokens.build(tmp_path / "short", str(corpus), 4096)
+
+
+def test_default_llm_corpus_is_pydoc_data_and_deterministic(tmp_path):
+    first = tokens.build(tmp_path / "a", None, 512)
+    again = tokens.build(tmp_path / "b", None, 512)
+    assert first["corpus"]["name"].startswith("pydoc_data.topics") and first["documents"] > 50
+    assert first["files"] == again["files"]  # same bytes, same sha256
+    assert first["count"] == (first["corpus_bytes"] + first["documents"]) // 513

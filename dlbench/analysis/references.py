@@ -14,7 +14,7 @@ from dlbench.coords import CELL_FIELDS
 
 # Names the published sources use for our models and precisions.
 MODEL_ALIASES = {"inception3": "inception_v3", "inceptionv3": "inception_v3", "bert": "bert_base"}
-PRECISION_ALIASES = {"fp16": "amp"}
+PRECISION_ALIASES = {"fp16": "amp", "bf16": "amp"}  # bf16: the LLM sources (dlbench's LLM amp is bf16)
 COLUMNS = [
     *CELL_FIELDS,
     "devices",

@@ -7,10 +7,17 @@ rest is software in the manifest), plus a variant where one source publishes sev
 for otherwise equal coordinates (tensorpack's fake-data locations, XLA); strategy = the source's
 strategy as a safe name, or `single` for the one 1-GPU number of a series. Sources with no rows
 in the file (seed 001, CAICT 2020: their numbers are in figures only) are named in MISSING.
+
+The LLM sources (issue #27: torchtitan's and NVIDIA's DGX Cloud recipes' Llama 3.1 8B rows on
+H100, each with its repository, path and commit) are dlbench's own file, LLM_PUBLISHED, in the
+same columns; `import_published` adds its campaigns after the configured CSV's, so every
+reader of published campaigns (the report's campaigns section, `python -m dlbench.campaigns`)
+lists them beside the seeds'.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import pandas as pd
@@ -25,6 +32,12 @@ MISSING = {
     "caict2020": "CAICT 2020 (seed 004) publishes its numbers as figures only: no rows in the published CSV",
 }
 SERIES = [f for f in CELL_FIELDS if f not in ("scale", "strategy")]
+LLM_PUBLISHED = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "config",
+    "references",
+    "published_llm.csv",
+)
 
 
 def slug(value: str) -> str:
@@ -89,10 +102,16 @@ def _with_speedup(cells: pd.DataFrame) -> pd.DataFrame:
     return merged.sort_values(CELL_FIELDS, kind="stable").reset_index(drop=True)
 
 
-def import_published(path: str) -> list[Campaign]:
-    """One campaign per (source, hardware) of the published CSV, in file order."""
+def _published_rows(path: str) -> pd.DataFrame:
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    refs = load_published(path).assign(data_raw=raw["data"], statistic_text=raw["statistic"])
+    return load_published(path).assign(data_raw=raw["data"], statistic_text=raw["statistic"])
+
+
+def import_published(path: str, extra: tuple[str, ...] = (LLM_PUBLISHED,)) -> list[Campaign]:
+    """One campaign per (source, hardware) of the published CSV, in file order, then those of
+    `extra` (the LLM sources' file; one that is the configured CSV itself is not read twice)."""
+    paths = [path, *(p for p in extra if os.path.exists(p) and not os.path.samefile(p, path))]
+    refs = pd.concat([_published_rows(p) for p in paths], ignore_index=True)
     refs["variant"] = [_variant(r) for _, r in refs.iterrows()]
     refs["statistic"] = refs["statistic_text"].map(lambda t: parse_statistic(t)["statistic"])
     campaigns = []

@@ -6,17 +6,21 @@ at import; the settings read the config schema's defaults.
     results/data/imagefolder/<id>/        ImageFolder root: <split> links + manifest.json
     results/data/recordio/<id>/           <split>.rec/.idx/.lst + manifest.json
     results/data/text/bert-<id>/          examples.npz, vocab.txt (+ corpus.txt) + manifest.json
+    results/data/tokens/<id>/             tokens.npy + manifest.json (the LLMs' packed bytes)
 
 A framework's image format is its capabilities' `image_format`; a format is converted in the
 environment of the framework whose capabilities list it in `converts` (format "bert": the text).
+The LLMs' tokens (format "tokens", dlbench.data.tokens: stdlib + numpy) are packed in the
+analysis environment, and every framework reads the same file.
 
 <id> is `generated-<hash>` or `imagenet-<hash>` (a configured source), the hash covering
 every `data.images` setting (a configured source by its absolute path), so a changed
 setting is a new directory instead of a stale one; the text id covers `data.text` and the
-sequence length. Paths are relative to the working directory, as Snakemake's are.
+sequence length; the tokens id covers the corpus and the LLM sequence length. Paths are
+relative to the working directory, as Snakemake's are.
 
 For the train rule (real data): `train_data_inputs(framework, model, config)`; for the
-runner: `dataset_path(framework, kind, config)` (kind "image" or "text", as in
+runner: `dataset_path(framework, kind, config)` (kind "image", "text" or "llm", as in
 dlbench.models.CATALOGUE); for the conversion rules: `format_files(fmt, config)`.
 """
 
@@ -26,6 +30,7 @@ import hashlib
 import json
 import os
 
+from dlbench import llm
 from dlbench.data.tfrecord import tfrecord_shards
 from dlbench.models import CATALOGUE
 from dlbench.runners import capabilities, env_name, framework_names
@@ -34,6 +39,7 @@ from dlbench.runners.plugin import DATASET_FORMATS
 DATA_ROOT = "results/data"
 MANIFEST = "manifest.json"
 TEXT_FORMAT = "bert"
+TOKEN_FORMAT = "tokens"
 # Every format data.smk has a conversion rule for.
 FORMATS = DATASET_FORMATS
 # BERT's sequence length, for data.text.seq_len and run.seq_len both 0 (the model's default).
@@ -69,6 +75,14 @@ def text_settings(config: dict) -> dict:
     return settings
 
 
+def token_settings(config: dict) -> dict:
+    """The LLM token file's settings: `data.text.corpus` (absolute; null: pydoc_data) and the
+    sequence length, run.seq_len or the LLMs' default (every Llama's is dlbench.llm's)."""
+    corpus = _section(config, "text")["corpus"]
+    seq_len = (config.get("run") or {}).get("seq_len") or llm.DEFAULT_SEQ_LEN
+    return {"corpus": None if corpus is None else os.path.abspath(corpus), "seq_len": seq_len}
+
+
 def _digest(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
 
@@ -85,6 +99,10 @@ def text_id(config: dict) -> str:
     return f"bert-{_digest(text_settings(config))}"
 
 
+def tokens_id(config: dict) -> str:
+    return f"bytes-{_digest(token_settings(config))}"
+
+
 def generated_images_dir(config: dict) -> str:
     """Where the generator writes for this config (used only when data.images.source is null)."""
     return f"{DATA_ROOT}/images/{images_id(config)}"
@@ -97,8 +115,8 @@ def images_source(config: dict) -> str:
 
 
 def _check_kind(kind: str) -> str:
-    if kind not in ("image", "text"):
-        raise ValueError(f"dataset kind {kind!r}: expected 'image' or 'text'")
+    if kind not in ("image", "text", llm.KIND):
+        raise ValueError(f"dataset kind {kind!r}: expected 'image', 'text' or {llm.KIND!r}")
     return kind
 
 
@@ -106,6 +124,8 @@ def dataset_format(framework: str, kind: str) -> str:
     """The dataset format a framework's real-data pipeline reads for `kind` (its capabilities)."""
     if _check_kind(kind) == "text":
         return TEXT_FORMAT
+    if kind == llm.KIND:
+        return TOKEN_FORMAT
     if framework not in framework_names():
         raise ValueError(f"no dataset format for framework {framework!r} (known: {', '.join(framework_names())})")
     fmt = capabilities(framework).image_format
@@ -131,6 +151,8 @@ def format_path(fmt: str, config: dict) -> str:
     """The directory of a converted dataset (see the module docstring)."""
     if fmt == TEXT_FORMAT:
         return f"{DATA_ROOT}/text/{text_id(config)}"
+    if fmt == TOKEN_FORMAT:
+        return f"{DATA_ROOT}/tokens/{tokens_id(config)}"
     return f"{DATA_ROOT}/{fmt}/{images_id(config)}"
 
 
@@ -142,7 +164,9 @@ def dataset_path(framework: str, kind: str, config: dict) -> str:
 def format_files(fmt: str, config: dict) -> list[str]:
     """Every file the conversion to `fmt` writes (the rule's outputs), manifest last."""
     directory = format_path(fmt, config)
-    if fmt == TEXT_FORMAT:
+    if fmt == TOKEN_FORMAT:
+        names = ["tokens.npy"]
+    elif fmt == TEXT_FORMAT:
         names = ["examples.npz", "vocab.txt"] + (["corpus.txt"] if text_settings(config)["corpus"] is None else [])
     elif fmt == "tfrecord":
         settings = image_settings(config)

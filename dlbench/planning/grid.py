@@ -96,6 +96,19 @@ def _check_rules(grid: dict) -> None:
                         raise ConfigError(f"{where}: {value!r} is not a known {key} (known: {', '.join(known[key])})")
 
 
+def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> str | None:
+    """A tensor-parallel strategy's cell: N/A for a model that is no LLM; a ConfigError naming
+    the scale when its devices per node cannot split the model's heads (dlbench.llm)."""
+    if not capabilities(fw).strategy(strategy).tensor_parallel:
+        return None
+    if CATALOGUE[model]["kind"] != llm.KIND:
+        return f"{strategy} splits the blocks of an LLM over a node's devices: {model} is no LLM"
+    problem = llm.tensor_parallel_problem(model, Scale.parse(scale).devices_per_node)
+    if problem:
+        raise ConfigError(f"grid.scales: {scale!r} with {fw}'s {strategy}: {problem}")
+    return None
+
+
 def expand(config: dict) -> Grid:
     check_semantics(config)
     grid = config["grid"]
@@ -131,12 +144,16 @@ def expand(config: dict) -> Grid:
             if no_precision:
                 unavailable[cell] = no_precision
                 continue
-            if data not in caps.data or (data == "real" and CATALOGUE[model]["kind"] == llm.KIND):
-                unavailable[cell] = f"the {caps.label} runner has no {data}-data input pipeline for {model} yet"
+            no_data = caps.data_unavailable(data, model)
+            if no_data:
+                unavailable[cell] = no_data
                 continue
             # A strategy that cannot run here (single-node strategy at a multi-node scale,
             # NCCL on a CPU, a package that does not build) stays in the grid with its reason.
-            why = strategy != SINGLE_DEVICE and unavailable_strategy(fw, strategy, scale, device)
+            why = strategy != SINGLE_DEVICE and (
+                unavailable_strategy(fw, strategy, scale, device)
+                or _tensor_parallel_problem(fw, strategy, model, scale)
+            )
             if why:
                 unavailable[cell] = why
                 continue

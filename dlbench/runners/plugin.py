@@ -90,6 +90,9 @@ class Strategy:
     single_node: bool = False  # drives one node's devices only
     cuda_only: str = ""  # why it needs CUDA devices (empty: it runs on CPUs too)
     unavailable: str = ""  # why it cannot run with this framework's environment (empty: it can)
+    # Splits each LLM block over a node's devices (tensor parallel size = devices per node):
+    # LLMs only, checked at planning time against the model's heads (dlbench.llm).
+    tensor_parallel: bool = False
 
     def __post_init__(self) -> None:
         owner = f"Strategy({self.name!r})"
@@ -103,8 +106,9 @@ class Strategy:
                 _fail(owner, name, "expected text")
         if not self.description or "\n" in self.description:
             _fail(owner, "description", "expected one line")
-        if not isinstance(self.single_node, bool):
-            _fail(owner, "single_node", "expected True or False")
+        for name in ("single_node", "tensor_parallel"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(owner, name, "expected True or False")
 
     def why_not(self, scale: Scale, device: str) -> str | None:
         """Why this strategy cannot run at `scale` on `device` (None: it can)."""
@@ -194,6 +198,9 @@ class Capabilities:
     strategies: tuple[Strategy, ...] = ()
     unavailable_models: Mapping[str, str] = field(default_factory=dict)  # {model: reason}
     data: tuple[str, ...] = ("synthetic",)  # input kinds it has pipelines for
+    # Model kinds (CATALOGUE's "image", "text", "llm") whose real-data pipeline it lacks, with
+    # why, although `data` has "real" for its other kinds: N/A cells at planning time.
+    real_data_unavailable: Mapping[str, str] = field(default_factory=dict)
     image_format: str = ""  # the converted image dataset its real-data pipeline reads
     converts: tuple[str, ...] = ()  # dataset formats whose conversion runs in its environment
     env: str = ""  # the environment its runs use (envs/<env>.txt, .venvs/<env>); empty: its own
@@ -218,6 +225,9 @@ class Capabilities:
             object.__setattr__(self, name, _names(owner, name, getattr(self, name)))
         object.__setattr__(self, "unavailable_models", _reasons(owner, "unavailable_models", self.unavailable_models))
         object.__setattr__(self, "device_envs", _reasons(owner, "device_envs", self.device_envs))
+        object.__setattr__(
+            self, "real_data_unavailable", _reasons(owner, "real_data_unavailable", self.real_data_unavailable)
+        )
         object.__setattr__(
             self, "unavailable_devices", _reasons(owner, "unavailable_devices", self.unavailable_devices)
         )
@@ -275,7 +285,10 @@ class Capabilities:
         for fmt in (*self.converts, *([self.image_format] if self.image_format else [])):
             if fmt not in DATASET_FORMATS:
                 _fail(owner, "image_format/converts", f"unknown dataset format {fmt!r}; known: {DATASET_FORMATS}")
-        images = any(CATALOGUE[m]["kind"] == "image" for m in self.models)
+        kinds = {entry["kind"] for entry in CATALOGUE.values()}
+        if not set(self.real_data_unavailable) <= kinds:
+            _fail(owner, "real_data_unavailable", f"expected model kinds, some of {sorted(kinds)}")
+        images = any(CATALOGUE[m]["kind"] == "image" for m in self.models) and "image" not in self.real_data_unavailable
         if "real" in self.data and images and not self.image_format:
             _fail(owner, "image_format", "real data with image models needs the format its pipeline reads")
         if not all(isinstance(s, Strategy) for s in self.strategies):
@@ -300,6 +313,15 @@ class Capabilities:
         if device == DEVICES[0] or device in self.device_envs:
             return None
         return self.unavailable_devices.get(device, f"{self.label} declares no {device} environment")
+
+    def data_unavailable(self, data: str, model: str) -> str | None:
+        """Why this framework has no `data` input pipeline for `model` (None: it has one)."""
+        kind = CATALOGUE[model]["kind"]
+        if data not in self.data:
+            return f"the {self.label} runner has no {data}-data input pipeline"
+        if data == "real" and kind in self.real_data_unavailable:
+            return self.real_data_unavailable[kind]
+        return None
 
     def precision_unavailable(self, precision: str, device: str) -> str | None:
         """Why `precision` cannot run on `device` (None: it can)."""

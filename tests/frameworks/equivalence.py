@@ -142,6 +142,7 @@ _REPLICATED = _TF + "test_replicated_on_two_logical_cpu_devices_reproduces_the_s
 TESTS = {
     ("pytorch", "ddp"): "tests/frameworks/test_pytorch.py::test_ddp_reproduces_the_single_device_losses",
     ("pytorch", "fsdp"): "tests/frameworks/test_llm.py::test_pytorch_strategy_reproduces_the_single_device_losses",
+    ("pytorch", "fsdp_tp"): "tests/frameworks/test_llm.py::test_pytorch_strategy_reproduces_the_single_device_losses",
     ("tensorflow", "multi_worker_mirrored"): _TF + "test_two_worker_mirrored_run_reproduces_the_single_device_losses",
     ("tensorflow", "replicated_copy"): _REPLICATED,
     ("tensorflow", "replicated_pscpu"): _REPLICATED,

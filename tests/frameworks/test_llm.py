@@ -4,6 +4,7 @@ their strategies against the single-device step of the same global batch
 (tests/frameworks/equivalence.py; docs/frameworks/llm.md)."""
 
 import json
+import re
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_throughput_is_in_tokens():
     assert labels.model_title("llama3_8b") == "Llama 3.1 8B"
 
 
-def _config(models, seq_len=0, data=("synthetic",), scales=("1x1",)):
+def _config(models, seq_len=0, data=("synthetic",), scales=("1x1",), pytorch=("fsdp",)):
     return {
         "grid": {
             "frameworks": ["pytorch", "jax"],
@@ -70,7 +71,7 @@ def _config(models, seq_len=0, data=("synthetic",), scales=("1x1",)):
             "data": list(data),
             "batch_per_device": [2],
             "scales": list(scales),
-            "strategies": {"pytorch": ["fsdp"], "jax": ["sharded"]},
+            "strategies": {"pytorch": list(pytorch), "jax": ["sharded"]},
         },
         "protocol": {"preset": "caict2020"},
         "run": {"seq_len": seq_len},
@@ -85,12 +86,60 @@ def test_sequence_longer_than_the_models_positions_is_a_planning_error():
     assert expand(_config(["llama3_8b", "resnet50"], seq_len=131072)).runs
 
 
-def test_real_data_llm_cells_are_unavailable_with_the_reason():
-    grid = expand(_config(["llama_small"], data=("synthetic", "real"), scales=("1x1", "1x2")))
-    assert {(r.data, r.strategy) for r in grid.runs} == {("synthetic", "single"), ("synthetic", "fsdp"),
-                                                         ("synthetic", "sharded")}  # fmt: skip
-    assert len(grid.unavailable) == 4
-    assert all("no real-data input pipeline for llama_small" in why for why in grid.unavailable.values())
+@pytest.mark.parametrize(
+    "model,scale,expected",
+    [
+        (
+            "llama_small",
+            "1x3",
+            "grid.scales: '1x3' with pytorch's fsdp_tp: a tensor-parallel size of 3 does not divide",
+        ),
+        ("llama3_8b", "1x16", "a tensor-parallel size of 16 does not divide llama3_8b's 8 KV heads"),
+        ("llama_small", "2x1", "'2x1' with pytorch's fsdp_tp: a tensor-parallel size of 1: tensor parallelism needs"),
+    ],
+)
+def test_tensor_parallel_size_that_cannot_split_the_heads_is_a_planning_error(model, scale, expected):
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        expand(_config([model], scales=(scale,), pytorch=("fsdp_tp",)))
+
+
+def test_tensor_parallel_plans_llms_on_a_node_and_says_why_not_for_a_cnn():
+    grid = expand(_config(["llama3_8b", "resnet50"], scales=("1x8", "2x8"), pytorch=("fsdp", "fsdp_tp")))
+    tp = {(r.model, r.scale) for r in grid.runs if r.strategy == "fsdp_tp"}
+    assert tp == {("llama3_8b", "1x8"), ("llama3_8b", "2x8")}
+    cnn = {c.scale: why for c, why in grid.unavailable.items() if c.strategy == "fsdp_tp"}
+    assert set(cnn) == {"1x8", "2x8"} and all("resnet50 is no LLM" in why for why in cnn.values())
+
+
+def test_real_text_cells_plan_for_both_runners_and_jax_images_say_why():
+    grid = expand(_config(["llama_small", "alexnet"], data=("synthetic", "real"), scales=("1x1", "1x2")))
+    llm_runs = {(r.framework, r.data, r.strategy) for r in grid.runs if r.model == "llama_small"}
+    assert llm_runs == {(fw, data, strategy) for fw, strategy in (("pytorch", "fsdp"), ("jax", "sharded"))
+                        for data in ("synthetic", "real")} | {(fw, data, "single") for fw in ("pytorch", "jax")
+                                                               for data in ("synthetic", "real")}  # fmt: skip
+    jax_images = {cell: why for cell, why in grid.unavailable.items() if cell.framework == "jax"}
+    assert {(c.model, c.data) for c in jax_images} == {("alexnet", "real")}
+    assert all("no real-data input pipeline for images" in why for why in jax_images.values())
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "jax"])
+def test_llama_trains_on_real_text_through_its_loader(tmp_path, framework):
+    """The packed bytes of pydoc_data through each framework's loader: data_wait timed, the
+    dataset in the header, the loss falling from ln(32000) as the model learns 257 ids."""
+    if not framework_python(framework).exists():
+        pytest.skip(f"the {framework} environment is not built")
+    from dlbench.data import tokens
+
+    manifest = tokens.build(tmp_path / "tokens", None, SEQ_LEN)
+    equivalence.launch(framework, tmp_path / "run", *SEQ, "--data-dir", str(tmp_path / "tokens"), model="llama_small",
+                       batch=2, data="real", steps=(0, 8), threads=2)  # fmt: skip
+    log = read_steplog(tmp_path / "run" / "rank0.steps.jsonl")
+    assert log.valid and log.status == "ok", (log.problems, log.footer)
+    dataset = log.header["framework"]["dataset"]
+    assert dataset["corpus_sha256"] == manifest["corpus_sha256"] and dataset["vocab_size"] == tokens.VOCAB_SIZE
+    assert all(s["data_wait"] >= 0 for s in log.steps) and {s["samples"] for s in log.steps} == {2 * SEQ_LEN}
+    losses = [s["loss"] for s in log.steps]
+    assert sum(losses[-2:]) / 2 < sum(losses[:2]) / 2 - 0.2
 
 
 # ------------------------------------------------------------------ PyTorch
@@ -128,13 +177,17 @@ def test_pytorch_llama_trains_and_counts_tokens(torch_single):
 
 
 @needs_torch
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "fsdp_tp"])
 def test_pytorch_strategy_reproduces_the_single_device_losses(tmp_path, torch_single, strategy):
     """Two 1-thread ranks, each its half of the global batch (DDP: gradients all-reduced;
-    FSDP2: each block sharded, gradients reduce-scattered): the mean of the ranks' losses
-    is the single run's, step after step."""
+    FSDP2: each block sharded, gradients reduce-scattered), or (fsdp_tp on one node) both
+    reading the whole global batch, each block's heads and FFN split over the two: the mean
+    of the ranks' losses is the single run's, step after step."""
     single = equivalence.losses(torch_single / "rank0.steps.jsonl")
     equivalence.assert_equivalent(_global_losses("pytorch", tmp_path / strategy, strategy), single)
+    layout = read_steplog(tmp_path / strategy / "rank0.steps.jsonl").header["framework"].get("parallel_layout")
+    expected = {"ddp": None, "fsdp": {"data": 2}, "fsdp_tp": {"data": 1, "tensor": 2}}[strategy]
+    assert (layout and layout["mesh"]) == expected
 
 
 @needs_torch

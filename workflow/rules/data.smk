@@ -1,12 +1,13 @@
 # Datasets of `data: real` runs (README, Datasets): an ImageNet-layout directory (generated,
 # or data.images.source) converted to each dataset format the frameworks read (their
 # capabilities' image_format), in the environment of the framework that `converts` it, and
-# BERT pre-training examples. Paths and file lists: dlbench/planning/datasets.py.
+# BERT pre-training examples, and the LLMs' byte-level tokens. Paths and file lists: dlbench/planning/datasets.py.
 import shlex
 from types import SimpleNamespace
 
 IMAGE_SETTINGS = data_paths.image_settings(config)
 TEXT_SETTINGS = data_paths.text_settings(config)
+TOKEN_SETTINGS = data_paths.token_settings(config)
 IMAGE_SPLITS = " ".join(IMAGE_SETTINGS["splits"])
 # common.smk's framework_env / framework_python take wildcards with a `framework` (the
 # environment's name): the converter environment of each format.
@@ -23,6 +24,7 @@ rule datasets:
     input:
         *(data_paths.format_files(fmt, config) for fmt in data_paths.image_formats()),
         data_paths.format_files(data_paths.TEXT_FORMAT, config),
+        data_paths.format_files(data_paths.TOKEN_FORMAT, config),
 
 
 rule generate_images:
@@ -135,3 +137,20 @@ rule bert_data:
     shell:
         "PYTHONPATH={params.repo} {params.python} {params.script} {params.corpus} {params.settings}"
         " --out {params.out} > {log} 2>&1"
+
+
+# The LLMs' real text (dlbench/data/tokens.py): byte-level, no tokenizer to train, so it is
+# packed in the analysis environment, once, and every framework reads the same tokens.npy.
+rule llm_tokens:
+    input:
+        corpus=[TOKEN_SETTINGS["corpus"]] if TOKEN_SETTINGS["corpus"] else [],
+    output:
+        data_paths.format_files(data_paths.TOKEN_FORMAT, config),
+    log:
+        "logs/data/llm_tokens.log",
+    conda:
+        ANALYSIS_ENV
+    params:
+        settings=TOKEN_SETTINGS,
+    script:
+        "../scripts/llm_tokens.py"

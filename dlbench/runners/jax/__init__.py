@@ -23,6 +23,12 @@ CAPABILITIES = Capabilities(
         "bert_base": "the JAX runner has no Flax BERT yet",
     },
     precisions=("fp32", "amp"),
+    # Real data: the LLMs' packed tokens only (llm.TokenBatches); no image or text pipeline yet.
+    data=("synthetic", "real"),
+    real_data_unavailable={
+        "image": "the JAX runner has no real-data input pipeline for images yet (it reads the LLMs' tokens only)",
+        "text": "the JAX runner has no real-data input pipeline for BERT's examples yet",
+    },
     strategies=(
         Strategy(
             "sharded",
@@ -107,13 +113,22 @@ class Runner(BaseRunner):
         optim = llm.optimizer()
         self.state = llm.initial_state(module, spec.seq_len, spec.seed, replicated, optim)
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
-        tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
-        self.inputs = (jax.make_array_from_process_local_data(data, tokens),)
+        if spec.coords.data == "real":
+            self.batches = llm.TokenBatches(spec, spec.dist.world_size, spec.dist.rank, data)
+            self.inputs = (next(self.batches),)  # the shapes the step compiles for; step 1 reads on
+        else:
+            tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
+            self.inputs = (jax.make_array_from_process_local_data(data, tokens),)
         step = llm.train_step(module, optim, replicated)
         self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
 
+    def next_batch(self):
+        batches = getattr(self, "batches", None)
+        return None if batches is None else next(batches)
+
     def step(self, batch=None):
-        self.state, loss = self.step_fn(self.state, *self.inputs)
+        inputs = self.inputs if batch is None else (batch,)
+        self.state, loss = self.step_fn(self.state, *inputs)
         self._last = loss
         return loss
 
@@ -156,4 +171,14 @@ class Runner(BaseRunner):
             "implementation": "Flax linen model, jax.jit train step with the state donated, "
             + ("optax AdamW, linear warm-up" if self._is_llm() else "optax SGD momentum"),
             "step_compile": getattr(self, "compile_record", None),
+            **self._dataset(),
         }
+
+    def _dataset(self) -> dict:
+        batches = getattr(self, "batches", None)
+        if batches is None:
+            return {}
+        from dlbench.data import tokens
+
+        pipeline = "numpy batches of packed byte-level tokens, seeded order per epoch, put on the devices"
+        return {"input_pipeline": pipeline, "dataset": tokens.header_record(batches.manifest)}

@@ -1,7 +1,7 @@
 """The Llama of dlbench.llm in Flax linen (issue #27), layer for layer the PyTorch runner's
 (dlbench/runners/pytorch/llm.py): RMSNorm, RoPE (Llama 3.1 scaling), grouped-query attention
-(jax.nn.dot_product_attention, causal), SwiGLU; its synthetic tokens, and the jitted step with
-optax AdamW and the linear warm-up. Imports JAX: only `Runner.build` imports this module."""
+(jax.nn.dot_product_attention, causal), SwiGLU; its synthetic tokens, its real-text batches,
+and the jitted step with optax AdamW and the linear warm-up. Imports JAX: only `Runner.build` imports this module."""
 
 from __future__ import annotations
 
@@ -127,3 +127,35 @@ def tokens(spec, processes: int, rank: int):
     rng = np.random.default_rng(spec.seed)
     everything = rng.integers(llm.FIRST_TOKEN, vocab, (share * processes, spec.seq_len + 1), dtype=np.int64)
     return everything[rank * share : (rank + 1) * share].astype(np.int32)
+
+
+class TokenBatches:
+    """Real text (dlbench.data.tokens) as this process's share of each global batch, put on
+    its devices: JAX ships no input pipeline (grain is not in the lock), so the loader is the
+    one its documentation shows, host numpy batches through `make_array_from_process_local_data`.
+    Each epoch visits the rows in a new seeded order (every process the same); the global
+    batch of a step is consecutive rows of that order, as a single run of it would read them."""
+
+    def __init__(self, spec, processes: int, rank: int, sharding):
+        from dlbench.data import tokens as token_data
+
+        self.rows, self.manifest = token_data.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
+        self.rows = np.asarray(self.rows, np.int32)  # the whole corpus, a few MB: read once
+        self.share = spec.batch * spec.local_devices
+        self.global_batch = self.share * processes
+        if len(self.rows) < self.global_batch:
+            raise ValueError(
+                f"{spec.data_dir}: {len(self.rows)} sequences cannot fill a global batch of {self.global_batch}"
+            )
+        self.rank, self.seed, self.sharding = rank, spec.seed, sharding
+        self.order_of = token_data.epoch_order
+        self.epoch, self.position, self.order = 0, 0, self.order_of(len(self.rows), 0, spec.seed)
+
+    def __next__(self):
+        if self.position + self.global_batch > len(self.order):  # the epoch's remainder dropped
+            self.epoch, self.position = self.epoch + 1, 0
+            self.order = self.order_of(len(self.rows), self.epoch, self.seed)
+        start = self.position + self.rank * self.share
+        self.position += self.global_batch
+        local = self.rows[np.sort(self.order[start : start + self.share])]
+        return jax.make_array_from_process_local_data(self.sharding, local)

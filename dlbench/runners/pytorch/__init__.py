@@ -37,6 +37,12 @@ CAPABILITIES = Capabilities(
             "PyTorch FSDP2 (fully_shard, each Llama block a unit): parameters, gradients and optimizer state "
             "sharded over the devices, gathered per unit for its forward and backward (gloo on CPU, NCCL on GPU)",
         ),
+        Strategy(
+            "fsdp_tp",
+            "PyTorch 2-D DeviceMesh: tensor parallelism over a node's devices (each Llama block's heads and "
+            "FFN split, ColwiseParallel/RowwiseParallel), FSDP2 across nodes (gloo on CPU, NCCL on GPU)",
+            tensor_parallel=True,
+        ),
         # Horovod does not build against the locked torch (README, Strategies): its cells say why.
         _horovod.strategy(),
     ),
@@ -134,10 +140,14 @@ class Runner(BaseRunner):
     def _inputs(self, generator) -> None:
         """The synthetic batch on the device, or the real-data pipeline."""
         torch, spec = self.torch, self.spec
-        if self.is_llm:  # synthetic tokens only: the grid has no real-data LLM cells
+        if self.is_llm:
             from dlbench.runners.pytorch import llm
 
-            self.tokens = llm.tokens(spec, generator).to(self.device)
+            if self.real_data:
+                loader, self.dataset = pipeline.token_loader(spec, self.device, self.strategy.data_shard(spec))
+                self.batches = pipeline.forever(loader)
+            else:
+                self.tokens = llm.tokens(spec, generator, self.strategy.data_shard(spec)).to(self.device)
             return
         if self.is_text:
             if self.real_data:
@@ -170,7 +180,7 @@ class Runner(BaseRunner):
         if self.is_llm:
             from dlbench.runners.pytorch import llm
 
-            return llm.loss(self.model, self.tokens)
+            return llm.loss(self.model, self.tokens if batch is None else batch[0])
         if self.is_text:
             inputs = dict(self.inputs) if batch is None else dict(zip(models.PRETRAINING_FIELDS, batch, strict=True))
             labels, next_sentence = inputs.pop("labels"), inputs.pop("next_sentence_label")
@@ -244,6 +254,10 @@ class Runner(BaseRunner):
         }
         if getattr(self, "real_data", False):
             info["input_pipeline"] = self._input_pipeline()
+        if getattr(self, "dataset", None) is not None:
+            info["dataset"] = self.dataset
+        if self.strategy.layout:
+            info["parallel_layout"] = self.strategy.layout
         if self.device.type == "cuda":
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         return info
@@ -254,6 +268,8 @@ class Runner(BaseRunner):
         return "model and optimizer step" if getattr(self, "compiled_optimizer", False) else "model"
 
     def _input_pipeline(self) -> str:
+        if self.is_llm:
+            return "DataLoader over packed byte-level tokens in memory"
         if self.is_text:
             return "DataLoader over tokenised examples in memory"
         if self.dali:

@@ -1,4 +1,5 @@
-"""A compact Llama for PyTorch (issue #27; transformers is not in the PyTorch lock): RMSNorm,
+"""A compact Llama for PyTorch (issue #27; transformers' LlamaForCausalLM of the same shape is
+the independent reference it is measured against, benchmarks/llm_bare_loop.py): RMSNorm,
 RoPE (Llama 3.1 scaling), grouped-query attention through scaled_dot_product_attention
 (is_causal), SwiGLU; the shapes of dlbench.llm.SHAPES, random initialisation. Also its
 synthetic tokens, loss and AdamW with linear warm-up.
@@ -43,9 +44,10 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin):
         batch, seq, _ = x.shape
-        q = self.q(x).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        # -1 heads: under tensor parallelism a rank holds its share of the heads (fsdp_tp).
+        q = self.q(x).view(batch, seq, -1, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(batch, seq, -1, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, seq, -1, self.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self.o(out.transpose(1, 2).reshape(batch, seq, -1))
@@ -119,15 +121,16 @@ def loss(model, tokens):
     return F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
 
 
-def tokens(spec, generator):
-    """This rank's share of the global synthetic batch: (batch, seq_len + 1) token ids. The
-    global batch (batch × devices sequences) is drawn once from the seed, so a single run of
-    the global batch sees the same tokens as the ranks of a multi-device run together."""
+def tokens(spec, generator, shard=(0, 1, 1)):
+    """This rank's share of the global synthetic batch: (batch × devices of its shard, seq_len + 1)
+    token ids; `shard` is the strategy's (index, count, devices). The global batch (batch ×
+    devices sequences) is drawn once from the seed, so a single run of the global batch sees
+    the same tokens as the shards of a multi-device run together."""
     vocab = llm.shape(spec.coords.model).vocab
-    ranks = spec.dist.world_size
-    share = spec.batch * spec.local_devices
-    everything = torch.randint(llm.FIRST_TOKEN, vocab, (share * ranks, spec.seq_len + 1), generator=generator)
-    return everything[spec.dist.rank * share : (spec.dist.rank + 1) * share].clone()
+    index, count, devices = shard
+    share = spec.batch * spec.local_devices * devices
+    everything = torch.randint(llm.FIRST_TOKEN, vocab, (share * count, spec.seq_len + 1), generator=generator)
+    return everything[index * share : (index + 1) * share].clone()
 
 
 def optimizer(params, compiled: bool):

@@ -1,5 +1,6 @@
 """PyTorch real-data input pipelines: DataLoader over ImageFolder, NVIDIA DALI, tokenised BERT
-examples (docs/frameworks/pytorch.md). Importing this module does not import torch."""
+examples, the LLMs' packed tokens (docs/frameworks/pytorch.md, docs/frameworks/llm.md).
+Importing this module does not import torch."""
 
 from __future__ import annotations
 
@@ -19,31 +20,31 @@ def use_dali(device: str, enabled: bool = True) -> bool:
         return False
 
 
-def _sampler(spec, dataset):
-    if spec.dist.world_size == 1:
+def _sampler(spec, dataset, index: int, count: int):
+    if count == 1:
         return None
     from torch.utils.data.distributed import DistributedSampler
 
-    dist = spec.dist
-    return DistributedSampler(
-        dataset, num_replicas=dist.world_size, rank=dist.rank, shuffle=True, seed=spec.seed, drop_last=True
-    )
+    return DistributedSampler(dataset, num_replicas=count, rank=index, shuffle=True, seed=spec.seed, drop_last=True)
 
 
-def loader(spec, device, dataset, workers: int):
-    """A DataLoader of `spec.batch` examples, this rank's shard under a distributed strategy."""
+def loader(spec, device, dataset, workers: int, shard=None):
+    """A DataLoader of `spec.batch` examples, this rank's shard under a distributed strategy;
+    `shard`: the strategy's (index, count, devices) where the ranks of a tensor group read one
+    shard of batch × devices examples (default: each rank its own)."""
     import torch
     from torch.utils.data import DataLoader
 
-    sampler = _sampler(spec, dataset)
-    if len(dataset) // max(1, spec.dist.world_size) < spec.batch:
+    index, count, devices = shard or (spec.dist.rank, spec.dist.world_size, 1)
+    batch = spec.batch * devices
+    sampler = _sampler(spec, dataset, index, count)
+    if len(dataset) // count < batch:
         raise ValueError(
-            f"{spec.data_dir}: {len(dataset)} examples cannot fill a batch of {spec.batch} "
-            f"on each of {spec.dist.world_size} ranks"
+            f"{spec.data_dir}: {len(dataset)} examples cannot fill a batch of {batch} on each of {count} shards"
         )
     return DataLoader(
         dataset,
-        batch_size=spec.batch,
+        batch_size=batch,
         shuffle=sampler is None,
         sampler=sampler,
         num_workers=workers,
@@ -123,6 +124,20 @@ def text_loader(spec, device):
         arrays["next_sentence_labels"].reshape(-1),
     )
     return loader(spec, device, TensorDataset(*(torch.from_numpy(a).long() for a in fields)), 0)
+
+
+def token_loader(spec, device, shard):
+    """(loader, the header's dataset record): the LLMs' packed tokens (dlbench.data.tokens),
+    rows of seq_len + 1, from memory (a few MB: nothing for workers to do)."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from dlbench import llm
+    from dlbench.data import tokens
+
+    rows, manifest = tokens.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
+    dataset = TensorDataset(torch.from_numpy(rows.astype("int64")))
+    return loader(spec, device, dataset, 0, shard), tokens.header_record(manifest)
 
 
 def _dali_batches(iterator):

@@ -14,6 +14,8 @@ STRATEGIES = StrategyClasses("pytorch")
 class Single:
     """One process, one device: nothing to set up."""
 
+    layout = None  # a sharded strategy's parallel layout, for the header (set in wrap_model)
+
     def start(self, spec, device) -> None:
         pass
 
@@ -22,6 +24,11 @@ class Single:
 
     def wrap_optimizer(self, optimizer, model):
         return optimizer
+
+    def data_shard(self, spec) -> tuple[int, int, int]:
+        """(index, count, devices): this rank's shard of the global batch, how many shards, and
+        the devices that read each shard (a tensor group; 1 under data parallelism)."""
+        return spec.dist.rank, spec.dist.world_size, 1
 
     def close(self) -> None:
         pass
@@ -65,9 +72,45 @@ class FSDP(DDP):
         from torch.distributed.fsdp import fully_shard
 
         mesh = init_device_mesh(device.type, (spec.dist.world_size,))
+        self.layout = {"mesh": {"data": spec.dist.world_size}, "fsdp": "each block and the root"}
         for unit in getattr(model, "shard_units", list)():
             fully_shard(unit, mesh=mesh)
         return fully_shard(model, mesh=mesh)
+
+
+@STRATEGIES.binds("fsdp_tp")
+class FSDPTensorParallel(FSDP):
+    """A 2-D DeviceMesh (data, tensor): tensor parallelism over a node's devices, FSDP2 across
+    the nodes (docs/frameworks/llm.md). In each Llama block, q/k/v and gate/up are split by
+    output columns (heads, FFN units) and o/down by input rows, so a block's only traffic is
+    one all-reduce after attention and one after the FFN (Megatron-LM's layout, as torchtitan
+    applies it with ColwiseParallel/RowwiseParallel); embeddings, norms and head stay whole
+    within a tensor group. The ranks of a tensor group read the same sequences: their data
+    shard is the node's (`data_shard`), batch × its devices sequences."""
+
+    def data_shard(self, spec) -> tuple[int, int, int]:
+        tensor = spec.dist.local_world_size
+        return spec.dist.rank // tensor, spec.dist.world_size // tensor, tensor
+
+    def wrap_model(self, model, spec, device):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        _, data, tensor = self.data_shard(spec)
+        mesh = init_device_mesh(device.type, (data, tensor), mesh_dim_names=("data", "tensor"))
+        self.layout = {
+            "mesh": {"data": data, "tensor": tensor},
+            "tensor_parallel": "blocks: q k v gate up by columns, o down by rows; embeddings, norms, head whole",
+            "fsdp": "each block and the root",
+        }
+        columns, rows = ColwiseParallel(), RowwiseParallel()
+        plan = {name: columns for name in ("attention.q", "attention.k", "attention.v", "ffn.gate", "ffn.up")}
+        plan |= {"attention.o": rows, "ffn.down": rows}
+        for unit in model.shard_units():
+            parallelize_module(unit, mesh["tensor"], plan)
+            fully_shard(unit, mesh=mesh["data"])
+        return fully_shard(model, mesh=mesh["data"])
 
 
 @STRATEGIES.binds("horovod")
