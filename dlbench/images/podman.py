@@ -5,8 +5,8 @@
         the framework's image, its OCI archive, its lock
     python -m dlbench.images.podman ensure FRAMEWORK [--images DIR]
         the same, and the base, unless they are current (tools/test.sh)
-    python -m dlbench.images.podman squashfs FRAMEWORK [--images DIR]
-        pyxis: the squashfs made from the image, and its lock (dlbench.images.squashfs)
+    python -m dlbench.images.squashfs FRAMEWORK [--images DIR]
+        pyxis: the squashfs made from the image, and its lock (its own module: it builds on this one)
     python -m dlbench.images.podman sif FRAMEWORK [--images DIR] [--pin]
         Apptainer: the build command; --pin hashes the .sif
 
@@ -298,7 +298,7 @@ def pin_sif(framework: str, images: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m dlbench.images.podman", description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=("base", "build", "ensure", "squashfs", "sif"))
+    p.add_argument("command", choices=("base", "build", "ensure", "sif"))
     p.add_argument("framework", nargs="?")
     p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
     p.add_argument("--pin", action="store_true", help="sif: hash the built .sif into the lock")
@@ -315,11 +315,6 @@ def main(argv: list[str] | None = None) -> int:
                 result = build(args.framework, images)
         elif args.command == "ensure":
             result = ensure(args.framework, images)
-        elif args.command == "squashfs":
-            from dlbench.images import squashfs  # it builds on this module
-
-            with build_lock(images):
-                result = squashfs.build(args.framework, images)
         elif args.pin:
             result = {"sif_sha256": pin_sif(args.framework, images)}
         else:

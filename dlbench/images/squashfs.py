@@ -1,6 +1,6 @@
 """The squashfs file pyxis/enroot runs ranks from, made from the pinned podman image.
 
-    python -m dlbench.images.podman squashfs FRAMEWORK [--images DIR]
+    python -m dlbench.images.squashfs FRAMEWORK [--images DIR]
 
 The file system of the image the framework's lock pins (by its config digest, `podman image
 mount`), packed by `mksquashfs` with fixed owners and times: the same image gives the same
@@ -12,14 +12,18 @@ pyxis runtime (dlbench/launch/container.py) checks both before any rank starts
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from dlbench.images.podman import BuildError, _now, _write_json, image_id, podman, require
+from dlbench.images.podman import BuildError, _now, _write_json, build_lock, image_id, images_dir, podman, require
 from dlbench.launch.container import (
+    ImageMismatch,
     lock_path,
     podman_base,
     read_lock,
@@ -90,3 +94,23 @@ def build(framework: str, images: Path) -> dict:
     }
     _write_json(squashfs_lock_path(images, framework), lock)
     return lock
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dlbench.images.squashfs", description=__doc__.splitlines()[0])
+    p.add_argument("framework")
+    p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
+    args = p.parse_args(argv)
+    images = Path(args.images).resolve() if args.images else images_dir()
+    try:
+        with build_lock(images):
+            result = build(args.framework, images)
+    except (BuildError, ImageMismatch, OSError, KeyError, ValueError) as error:
+        print(f"dlbench.images.squashfs: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -271,7 +271,7 @@ class Pyxis(Runtime):
         except (OSError, ValueError) as error:
             raise ImageMismatch(
                 f"no squashfs lock at {path} ({error.__class__.__name__}): make it first "
-                f"(python -m dlbench.images.podman squashfs {self.image}, or snakemake with run.container: pyxis)"
+                f"(python -m dlbench.images.squashfs {self.image}, or snakemake with run.container: pyxis)"
             ) from None
 
     def image_digest(self) -> str:
@@ -306,7 +306,7 @@ class Pyxis(Runtime):
                 f"{image['lock_path']} pins {image.get('config_digest')}: make it again (dlbench.images.squashfs)"
             )
         if not self.squashfs.is_file():
-            raise ImageMismatch(f"image {self.squashfs} does not exist (python -m dlbench.images.podman squashfs …)")
+            raise ImageMismatch(f"image {self.squashfs} does not exist (python -m dlbench.images.squashfs …)")
         actual = "sha256:" + sha256_of(self.squashfs)
         if actual != self.image_digest():
             raise ImageMismatch(

@@ -89,7 +89,7 @@ rule pyxis_squashfs:
     params:
         python=sys.executable,
     shell:
-        "{params.python} -m dlbench.images.podman squashfs {wildcards.framework}"
+        "{params.python} -m dlbench.images.squashfs {wildcards.framework}"
         " --images $(dirname {output}) > {log} 2>&1"
 
 
