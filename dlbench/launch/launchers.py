@@ -144,6 +144,7 @@ class SrunLauncher(Launcher):
             overlap="SLURM_STEP_ID" in os.environ,
             job_name=f"dlbench-{coords.framework}-{coords.scale}",
             gpus_per_node=scale.devices_per_node,
+            knobs=request.slurm_request(),
         )
 
     def launch(self) -> list[int | None]:

@@ -34,6 +34,10 @@ IMAGE_RECORD = "results/containers/{framework}.image.json"
 ENV_STAMP = ".dlbench-env"
 
 
+# run's Slurm settings that the launcher's srun applies (LaunchRequest fields of the same names).
+SITE_KNOBS = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
+
+
 class DeploymentError(ValueError):
     pass
 
@@ -288,9 +292,13 @@ class Deployment:
     def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:
         """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
         the schema's strict patterns. With `Placeholders` for wildcards: its template."""
+        request = self.launch_request(wildcards, protocol, max_batch_file)
+        return quoted(request, template=isinstance(wildcards, Placeholders))
+
+    def launch_request(self, wildcards, protocol: dict, max_batch_file: str | None) -> LaunchRequest:
         run, real = self.config["run"], wildcards.data == "real"
         template = isinstance(wildcards, Placeholders)
-        request = LaunchRequest(
+        return LaunchRequest(
             coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
             run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
             preset=protocol["preset"],
@@ -314,6 +322,12 @@ class Deployment:
             data_workers=self.data_workers(wildcards) if real else 1,
             container=self.runtime,
             images=self.image_store if self.runtime != "none" else "",
+            # the site knobs, as the schema resolved them (the request's defaults are the same)
+            **{key: run[key] for key in SITE_KNOBS if key in run},
         )
-        quote = _quote_template if template else shlex.quote
-        return " ".join(quote(arg) for arg in request.to_argv())
+
+
+def quoted(request: LaunchRequest, template: bool = False) -> str:
+    """A request's command line for a shell (a template's placeholders left as they are)."""
+    quote = _quote_template if template else shlex.quote
+    return " ".join(quote(arg) for arg in request.to_argv())

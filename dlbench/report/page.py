@@ -18,6 +18,7 @@ from dlbench.report.campaigns import generated_text
 from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
 from dlbench.report.checks import section as checks_section
+from dlbench.report.prescreen import section as prescreen_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -64,6 +65,7 @@ def render(
     generated: str | None = None,
     sources: dict[str, str] | None = None,
     campaigns: dict | None = None,
+    prescreen: str | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
     (dlbench.analysis.environment); without it, what runs.csv says."""
@@ -97,6 +99,7 @@ def render(
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=figs.colour,
         campaigns=campaigns,
+        prescreen=prescreen,
     )
 
 
@@ -146,4 +149,11 @@ def render_files(
             config.get("references"),
             Path(cells_path).parent.parent / "campaign.json",
         ),
+        prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
     )
+
+
+def _min_share(config: dict) -> float:
+    from dlbench.planning.schema import schema_defaults
+
+    return {**schema_defaults("prescreen"), **(config.get("prescreen") or {})}["min_share"]

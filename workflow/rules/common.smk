@@ -22,6 +22,8 @@ try:
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 
+# sbatch's settings that the Slurm plugin cannot pass (run.exclusive's --mem=0; jobs.py).
+os.environ.update(dlbench_jobs.submit_environment(config["run"]))
 SDM = workflow.deployment_settings.deployment_method
 try:
     DEPLOY = Deployment(config, workflow.basedir, SDM, lambda: workflow.rerun_triggers)
@@ -111,6 +113,7 @@ def train_inputs(wildcards):
     if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)
+    inputs += PRESCREEN_RECORDS  # the communication prescreen first (prescreen.smk)
     inputs += max_batch_result(wildcards)
     if wildcards.data == "real":
         model = wildcards.model

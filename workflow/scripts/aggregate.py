@@ -18,5 +18,7 @@ derived.write(
         "cells.md": out.markdown,
         "environment.json": out.environment,
         "campaign.json": out.campaign,
+        # declared where a prescreen is planned; made wherever one ran
+        "prescreen.csv": getattr(out, "prescreen", "results/tables/prescreen.csv"),
     }
 )
