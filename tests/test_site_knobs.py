@@ -127,3 +127,28 @@ def test_the_header_and_the_environment_table_say_what_was_asked(monkeypatch):
     assert "GPUs by gres (type h100)" in asked and "--exclusive, --mem=0" in asked and "--cpu-bind=cores" in asked
     assert "srun applied: cpu_bind quiet,cores" in asked
     assert LaunchRequest(make_coords(), "r", "mlperf", 1, 1, "mean").slurm_request() is None  # local launcher
+
+
+def test_a_dry_run_shows_the_knobs_and_the_prescreen(tmp_path):
+    """`snakemake -n -p`: each job's resources (what sbatch gets) and the launcher's command
+    line (what srun gets), the prescreen's jobs before the grid's."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    (tmp_path / "config").mkdir()
+    run = {"launcher": "srun", "device": "cuda", "gpu_request": "gres", "gpu_type": "h100", "exclusive": True}
+    config = {**GRID, "grid": {**GRID["grid"], "scales": ["1x1", "2x2"], "strategies": {"pytorch": ["ddp"]}}}
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump({**config, "run": {**run, "cpu_bind": "cores"}}))
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-p", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "rule prescreen_2x2:" in out and "/.dlbench-env, results/prescreen/2x2/launch.json" in out
+    assert "gres=gpu:h100:2" in out and "gres=gpu:h100:1" in out and "tasks_per_gpu=0" in out
+    assert "slurm_extra=--ntasks-per-node=2 --exclusive" in out and "mem_mb=0" in out
+    assert "--task prescreen --sizes 65536,1048576,8388608" in out
+    assert "--gpu-request gres --gpu-type h100 --exclusive --cpu-bind cores" in out

@@ -85,8 +85,7 @@ def grid_config(frameworks: dict[str, str]) -> dict:
             "launcher": "srun",
             "mem_mb": 4000,
             "time_limit_s": 300,
-            # site knobs, for real: whole nodes (sbatch --exclusive, --mem=0) and srun --cpu-bind
-            "exclusive": True,
+            # a site knob, for real (run.exclusive: tests/test_slurm_strategies.py)
             "cpu_bind": "cores",
         },
         # the communication prescreen is on by default (srun, multi-rank shapes): cheap sizes
@@ -303,26 +302,28 @@ def test_the_prescreen_measured_gloo_bus_bandwidth_before_the_grid(pipeline):
         assert started >= screened - 1, (path, header["start_time"])
 
 
-def test_the_site_knobs_ran_and_are_recorded(pipeline):
-    jobs = {}
-    for _, scale, path in good_runs(pipeline):
+def test_the_cpu_binding_ran_and_is_recorded(pipeline):
+    for _, _, path in good_runs(pipeline):
         header = json.loads((path / "rank0.steps.jsonl").read_text().splitlines()[0])
         request = header["provenance"]["slurm_request"]
-        assert request["exclusive"] is True and request["cpu_bind"] == "cores", request
+        assert request["exclusive"] is False and request["cpu_bind"] == "cores", request
         assert "cores" in header["provenance"]["slurm"]["slurm_cpu_bind"]  # what srun applied
         assert "--cpu-bind=cores" in json.loads((path / "slurm.json").read_text())["srun"]
-        jobs[json.loads((path / "slurm.json").read_text())["job_id"]] = scale
-    # whole nodes: every job holds all 4 CPUs of each of its nodes and all of their memory
+    facts = dict(json.loads((pipeline["workdir"] / "results/tables/environment.json").read_text())["facts"])
+    assert "--cpu-bind=cores" in facts["Slurm request (site knobs)"]
+
+
+def assert_whole_nodes(jobs: dict[str, int]) -> None:
+    """Each Slurm job (id → its nodes) held all 4 CPUs and all 8000 MB of each of its nodes."""
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o", "JobIDRaw,AllocTRES"],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     if out.returncode != 0:
         pytest.skip("no accounting (sacct) on this cluster")
+    seen = {}
     for line in out.stdout.splitlines():
         job_id, tres = line.split("|")
-        nodes = int(jobs[job_id][0])
-        allocated = dict(item.split("=", 1) for item in tres.split(","))
-        assert allocated["cpu"] == str(4 * nodes) and allocated["mem"] == f"{8000 * nodes}M", line
-    facts = dict(json.loads((pipeline["workdir"] / "results/tables/environment.json").read_text())["facts"])
-    assert "--exclusive, --mem=0" in facts["Slurm request (site knobs)"]
+        seen[job_id] = dict(item.split("=", 1) for item in tres.split(","))
+    for job_id, nodes in jobs.items():
+        assert (seen[job_id]["cpu"], seen[job_id]["mem"]) == (str(4 * nodes), f"{8000 * nodes}M"), (job_id, seen)

@@ -49,8 +49,8 @@ def size_text(size) -> str:
     return f"{size} B"
 
 
-def _number(value, digits: int = 3) -> str:
-    return f"{value:.{digits}g}" if finite(value) else "—"
+def _number(value) -> str:
+    return f"{value:.3g}" if finite(value) else "—"
 
 
 def _row(r: pd.Series) -> dict:
@@ -71,7 +71,7 @@ def _row(r: pd.Series) -> dict:
         "shape": f"{int(r['nodes'])} × {int(r['ranks_per_node'])}",
         "who": f"{who} ({int(r['ranks'])})",
         "size": size_text(r["bytes"]),
-        "time": _number(r["time_us"], 4),
+        "time": f"{r['time_us']:.1f}" if finite(r["time_us"]) else "—",
         "algbw": _number(r["algbw_gbps"]),
         "busbw": _number(r["busbw_gbps"]),
         "flag": (r["flag"] if isinstance(r["flag"], str) else "")
