@@ -154,3 +154,25 @@ def test_the_plan_for_a_job_shape_uses_one_rank_per_device():
         .resources({"device": "cuda", "mem_mb": 1, "time_limit_s": 1, "threads": 2})["slurm_extra"]
         .endswith("--gpus-per-node=2")
     )
+
+
+def test_the_one_derivation_writes_the_table_and_flags_the_cell_and_the_audit_agrees(tmp_path):
+    from dlbench.analysis import audit
+    from dlbench.analysis.derive import derive, pipeline_paths
+    from dlbench.planning.grid import Grid
+    from tests.conftest import write_run
+    from tests.test_campaigns import PROTOCOL
+
+    coords = make_coords(scale="2x1", strategy="ddp")
+    write_run(tmp_path, coords, [[0.1] * 6, [0.1] * 6])  # ranks on node0 and node1
+    write_logs(tmp_path, "2x2", {"node0": 0.001, "node1": 0.004})
+    experiment = Grid(runs=[coords], unavailable={}, protocol=PROTOCOL)
+    settings = {"prescreen": {"min_share": 0.5}}
+    derive(experiment, settings, tmp_path).write(pipeline_paths(tmp_path))
+    tables = tmp_path / "results/tables"
+    stored = pd.read_csv(tables / "prescreen.csv", keep_default_na=False)
+    assert stored[stored["node"] == "node1"]["flag"].str.startswith("0.25 of the best node").all()
+    cells = pd.read_csv(tables / "cells.csv", keep_default_na=False)
+    assert cells["prescreen"].iloc[0].startswith("node1: 2x2 prescreen, 0.25") and cells["throughput"].iloc[0] > 0
+    result = audit.audit(experiment, settings, tables, tmp_path)
+    assert result.passed, result.problems

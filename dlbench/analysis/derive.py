@@ -26,8 +26,7 @@ PRESCREEN_FILE = "prescreen.csv"
 def pipeline_paths(workdir: str | Path = ".") -> dict[str, Path]:
     """Where the pipeline keeps each derived file under its working directory."""
     tables_dir = Path(workdir) / PIPELINE_TABLES
-    paths = {name: tables_dir / name for name in (*TABLE_FILES, PRESCREEN_FILE)}
-    return {**paths, CAMPAIGN_FILE: Path(workdir) / PIPELINE_MANIFEST}
+    return {**{name: tables_dir / name for name in TABLE_FILES}, CAMPAIGN_FILE: Path(workdir) / PIPELINE_MANIFEST}
 
 
 @dataclass(frozen=True)
@@ -37,9 +36,10 @@ class Derived:
     files: dict[str, bytes]  # FILES → their bytes
 
     def write(self, paths: dict[str, str | Path]) -> None:
-        """Write each file to its path (`paths`: FILES → path, e.g. pipeline_paths())."""
+        """Write each file to its path (`paths`: FILES → path, e.g. pipeline_paths()); the
+        prescreen's table, where there is one, beside cells.csv unless `paths` names it."""
         for name, content in self.files.items():
-            path = Path(paths[name])
+            path = Path(paths.get(name) or Path(paths["cells.csv"]).parent / name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
 
