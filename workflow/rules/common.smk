@@ -22,8 +22,6 @@ try:
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 
-# sbatch's settings that the Slurm plugin cannot pass (run.exclusive's --mem=0; jobs.py).
-os.environ.update(dlbench_jobs.submit_environment(config["run"]))
 SDM = workflow.deployment_settings.deployment_method
 try:
     DEPLOY = Deployment(config, workflow.basedir, SDM, lambda: workflow.rerun_triggers)
