@@ -11,7 +11,8 @@ Environment variables read (all optional):
     DLBENCH_IMAGE_RECORD   JSON written by verify_image.py: the image path and its verified sha256
     DLBENCH_HASH_IMAGE=1   hash the image here when no record is available (reads the whole file)
     DLBENCH_CONFIG_SHA256  sha256 of the resolved workflow config (see config_sha256), set by the rule
-    SLURM_*                job id, node list, cluster, partition (else the job id from /proc/self/cgroup)
+    SLURM_*                job id, node list, cluster, partition, CPU binding, distribution (else the
+                           job id from /proc/self/cgroup)
     DLBENCH_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK   which process on a node collects the GPU details
 """
 
@@ -41,6 +42,9 @@ SLURM_VARIABLES = (
     "SLURM_NTASKS",
     "SLURM_STEP_ID",
     "SLURM_PROCID",
+    # what srun applied to this task (run.cpu_bind, run.distribution)
+    "SLURM_CPU_BIND",
+    "SLURM_DISTRIBUTION",
 )
 GPU_QUERY = (
     "index,name,uuid,pci.bus_id,driver_version,vbios_version,memory.total,power.limit,"
@@ -350,9 +354,11 @@ def site_environment() -> dict:
     }
 
 
-def collect(env_lock: str | None = None, site: bool = False) -> dict:
+def collect(env_lock: str | None = None, site: bool = False, slurm_request: dict | None = None) -> dict:
     """What this process runs on; cheap enough to call once per rank. `site`: the ranks run
-    in a site's own Python, with no lock (recorded as `site_environment`)."""
+    in a site's own Python, with no lock (recorded as `site_environment`). `slurm_request`:
+    the site knobs the run asked Slurm for (LaunchRequest.slurm_request()), beside `slurm`,
+    what Slurm says it applied."""
     lock = Path(env_lock) if env_lock else None
     container = container_info()
     return {
@@ -372,6 +378,7 @@ def collect(env_lock: str | None = None, site: bool = False) -> dict:
         "memory_limit_gb": memory_limit_gb(),
         "gpu": gpu_info(),
         "slurm": slurm_info(),
+        "slurm_request": slurm_request,
         "env_lock": lock.name if lock else None,
         "env_lock_sha256": sha256_file(lock) if lock and lock.exists() else None,
         "site_environment": site_environment() if site else None,

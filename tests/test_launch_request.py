@@ -35,6 +35,13 @@ EVERY_OPTION = {
     "images": "/images",
     "python_env": "site",
     "options": "sync=loss",
+    "task": "prescreen",
+    "sizes": "65536,1048576",
+    "gpu_request": "gres",
+    "gpu_type": "h100",
+    "exclusive": True,
+    "cpu_bind": "cores",
+    "distribution": "block:cyclic",
 }
 
 

@@ -85,7 +85,11 @@ def grid_config(frameworks: dict[str, str]) -> dict:
             "launcher": "srun",
             "mem_mb": 4000,
             "time_limit_s": 300,
+            # a site knob, for real (run.exclusive: tests/test_slurm_strategies.py)
+            "cpu_bind": "cores",
         },
+        # the communication prescreen is on by default (srun, multi-rank shapes): cheap sizes
+        "prescreen": {"sizes": [65536, 1048576], "iterations": 5},
     }
 
 
@@ -278,3 +282,48 @@ def test_runs_table_names_the_nodes(pipeline):
     two_nodes = runs[(runs["scale"] == "2x2") & (runs["batch"] == "2")]
     assert set(two_nodes["nodes"]) == {"n1;n2"}
     assert os.path.isdir(pipeline["workdir"] / ".snakemake/slurm_logs")
+
+
+def test_the_prescreen_measured_gloo_bus_bandwidth_before_the_grid(pipeline):
+    workdir = pipeline["workdir"]
+    table = pd.read_csv(workdir / "results/tables/prescreen.csv", keep_default_na=False)
+    assert set(table["scale"]) == {"1x2", "2x2"}, table.to_string()
+    assert (table["status"] == "ok").all(), table[["scale", "status", "reason"]].to_string()
+    assert (table["backend"] == "gloo").all() and table["correct"].astype(str).eq("True").all()
+    assert (table["busbw_gbps"].astype(float) > 0).all() and (table["algbw_gbps"].astype(float) > 0).all()
+    assert set(table[(table["scale"] == "2x2") & (table["scope"] == "node")]["node"]) == {"n1", "n2"}
+    html = (workdir / "results/report/index.html").read_text()
+    assert 'id="prescreen"' in html and "busbw" in html and "gloo" in html
+    # before the timed grid: every run's ranks started after the prescreen was recorded
+    screened = max((workdir / f"results/prescreen/{s}/launch.json").stat().st_mtime for s in ("1x2", "2x2"))
+    for _, _, path in good_runs(pipeline):
+        header = json.loads((path / "rank0.steps.jsonl").read_text().splitlines()[0])
+        started = pd.Timestamp(header["start_time"]).timestamp()
+        assert started >= screened - 1, (path, header["start_time"])
+
+
+def test_the_cpu_binding_ran_and_is_recorded(pipeline):
+    for _, _, path in good_runs(pipeline):
+        header = json.loads((path / "rank0.steps.jsonl").read_text().splitlines()[0])
+        request = header["provenance"]["slurm_request"]
+        assert request["exclusive"] is False and request["cpu_bind"] == "cores", request
+        assert "cores" in header["provenance"]["slurm"]["slurm_cpu_bind"]  # what srun applied
+        assert "--cpu-bind=cores" in json.loads((path / "slurm.json").read_text())["srun"]
+    facts = dict(json.loads((pipeline["workdir"] / "results/tables/environment.json").read_text())["facts"])
+    assert "--cpu-bind=cores" in facts["Slurm request (site knobs)"]
+
+
+def assert_whole_nodes(jobs: dict[str, int]) -> None:
+    """Each Slurm job (id → its nodes) held all 4 CPUs and all 8000 MB of each of its nodes."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o", "JobIDRaw,AllocTRES"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    if out.returncode != 0:
+        pytest.skip("no accounting (sacct) on this cluster")
+    seen = {}
+    for line in out.stdout.splitlines():
+        job_id, tres = line.split("|")
+        seen[job_id] = dict(item.split("=", 1) for item in tres.split(","))
+    for job_id, nodes in jobs.items():
+        assert (seen[job_id]["cpu"], seen[job_id]["mem"]) == (str(4 * nodes), f"{8000 * nodes}M"), (job_id, seen)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, framework_python
-from tests.test_slurm import cluster_answers
+from tests.test_slurm import assert_whole_nodes, cluster_answers
 
 CELLS = [
     # framework, strategy, scale, expected step logs, nodes seen by the logs
@@ -59,6 +59,8 @@ def grid_config() -> dict:
             # coordinator): 4000 MB per node was OOM-killed there (seen), the node has 8000.
             "mem_mb": 7500,
             "time_limit_s": 400,
+            # a site knob, for real: whole nodes (sbatch --exclusive, and --mem=0: all 8000 MB)
+            "exclusive": True,
         },
     }
 
@@ -107,3 +109,14 @@ def test_cells_have_numbers(finished):
     multi = cells[cells["strategy"] != "single"]
     assert len(multi) == len(CELLS)
     assert (multi["status"] == "ok").all(), multi[["framework", "strategy", "status", "reason"]].to_string()
+
+
+def test_every_job_held_whole_nodes(finished):
+    jobs = {}
+    for framework, strategy, scale, _, _ in CELLS:
+        path = run_dir(finished, framework, strategy, scale)
+        header = json.loads((path / "rank0.steps.jsonl").read_text().splitlines()[0])
+        assert header["provenance"]["slurm_request"]["exclusive"] is True
+        jobs[json.loads((path / "slurm.json").read_text())["job_id"]] = int(scale.split("x")[0])
+    assert_whole_nodes(jobs)
+    assert "--exclusive" in (finished / "snakemake.log").read_text()  # the job's resources, as -n shows them

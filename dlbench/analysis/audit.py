@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import environment
-from dlbench.analysis.derive import CAMPAIGN_FILE, TABLE_FILES, derive, flops_counts
+from dlbench.analysis.derive import CAMPAIGN_FILE, PRESCREEN_FILE, TABLE_FILES, derive, flops_counts
 from dlbench.coords import CELL_FIELDS
 from dlbench.images import podman as images
 from dlbench.launch.container import lock_path, squashfs_lock_path
@@ -125,7 +125,8 @@ def audit(
     result.problems += image_problems(headers, images_dir or images.images_dir())
     result.notes += site_environment_notes(headers)
     derived = derive(experiment, config, root, flops_counts(flops_files))
-    stored = {name: tables_dir / name for name in TABLE_FILES} | {CAMPAIGN_FILE: tables_dir.parent / CAMPAIGN_FILE}
+    stored = {name: tables_dir / name for name in (*TABLE_FILES, PRESCREEN_FILE)}
+    stored[CAMPAIGN_FILE] = tables_dir.parent / CAMPAIGN_FILE
     for name, content in derived.files.items():
         path = stored[name].resolve()
         required = name in ("runs.csv", "cells.csv")  # the others are checked where they were made

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis import environment, tables
+from dlbench.analysis import environment, prescreen, tables
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import schema_defaults
@@ -19,6 +19,8 @@ from dlbench.planning.schema import schema_defaults
 TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json")
 CAMPAIGN_FILE = "campaign.json"
 FILES = (*TABLE_FILES, CAMPAIGN_FILE)
+# Only where a communication prescreen ran (results/prescreen/): earlier campaigns have none.
+PRESCREEN_FILE = "prescreen.csv"
 
 
 def pipeline_paths(workdir: str | Path = ".") -> dict[str, Path]:
@@ -34,9 +36,10 @@ class Derived:
     files: dict[str, bytes]  # FILES → their bytes
 
     def write(self, paths: dict[str, str | Path]) -> None:
-        """Write each file to its path (`paths`: FILES → path, e.g. pipeline_paths())."""
+        """Write each file to its path (`paths`: FILES → path, e.g. pipeline_paths()); the
+        prescreen's table, where there is one, beside cells.csv unless `paths` names it."""
         for name, content in self.files.items():
-            path = Path(paths[name])
+            path = Path(paths.get(name) or Path(paths["cells.csv"]).parent / name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
 
@@ -56,6 +59,9 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
     analysis = {**schema_defaults("analysis"), **config.get("analysis", {})}
     peak_tflops = {**schema_defaults("run"), **config.get("run", {})}["peak_tflops"]
     runs, cells = tables.build(experiment, root, noisy_cv=analysis["noisy_cv"], flops=flops, peak_tflops=peak_tflops)
+    screened = prescreen.table(root, {**schema_defaults("prescreen"), **config.get("prescreen", {})}["min_share"])
+    if screened is not None:
+        cells = prescreen.flag_cells(cells, runs, screened)
     files = {
         "runs.csv": tables.csv_bytes(runs),
         "cells.csv": tables.csv_bytes(cells),
@@ -63,4 +69,6 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
         CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
     }
+    if screened is not None:
+        files[PRESCREEN_FILE] = tables.csv_bytes(screened)
     return Derived(runs, cells, files)

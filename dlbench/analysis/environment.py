@@ -165,6 +165,9 @@ def _facts(headers: list[dict]) -> list[tuple[str, str]]:
     code = ", ".join(f"{c}" + (" with uncommitted changes" if d else "") for c, d in gits)
     facts.append(("dlbench code (git)", code or "not recorded"))
     facts.append(("Slurm", _slurm_fact(headers)))
+    request = _slurm_request_fact(headers)
+    if request:
+        facts.append(("Slurm request (site knobs)", request))
     starts = sorted(text(h.get("start_time")) for h in headers if h.get("start_time"))
     if starts:
         facts.append(("Runs started", f"{starts[0][:16].replace('T', ' ')} to {starts[-1][:16].replace('T', ' ')} UTC"))
@@ -201,3 +204,26 @@ def _slurm_fact(headers: list[dict]) -> str:
     out += f" on cluster {clusters}" if clusters else ""
     out += f", nodes {nodelists}" if nodelists else ""
     return out
+
+
+def _slurm_request_fact(headers: list[dict]) -> str:
+    """What the runs asked of Slurm beyond their shape (run.gpu_request ... run.distribution),
+    and the CPU binding and distribution srun reported to the ranks; '' when not srun."""
+    asked, applied = {}, {}
+    for h in headers:
+        p = h.get("provenance") or {}
+        if p.get("slurm_request"):
+            asked[tuple(sorted(p["slurm_request"].items()))] = None
+        slurm = p.get("slurm") or {}
+        if slurm.get("slurm_cpu_bind") or slurm.get("slurm_distribution"):
+            applied[(text(slurm.get("slurm_cpu_bind"), "default"), text(slurm.get("slurm_distribution"), "?"))] = None
+    texts = []
+    for items in asked:
+        knobs = dict(items)
+        gpu = f"GPUs by {knobs['gpu_request']}" + (f" (type {knobs['gpu_type']})" if knobs["gpu_type"] else "")
+        nodes = "whole nodes (--exclusive, --mem=0)" if knobs["exclusive"] else "shared nodes"
+        bind = f"--cpu-bind={knobs['cpu_bind']}" if knobs["cpu_bind"] else "the cluster's CPU binding"
+        texts.append(f"{gpu}; {nodes}; {bind}; --distribution={knobs['distribution']}")
+    if applied:
+        texts.append("srun applied: " + ", ".join(f"cpu_bind {b}, distribution {d}" for b, d in applied))
+    return "; ".join(texts)

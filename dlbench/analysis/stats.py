@@ -82,6 +82,16 @@ def window_throughput(samples: int, seconds: float) -> float:
     return samples / seconds if seconds > 0 else math.nan
 
 
+def allreduce_bandwidth(size_bytes: float, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s of an all-reduce of `size_bytes` over `ranks` that took `seconds`,
+    as nccl-tests define them (doc/PERFORMANCE.md): algbw = size / time; busbw = algbw ×
+    2(n−1)/n, the bandwidth each link carries, comparable across rank counts."""
+    if not seconds > 0:
+        return math.nan, math.nan
+    algbw = size_bytes / seconds / 1e9
+    return algbw, algbw * 2 * (ranks - 1) / ranks
+
+
 def finite(value) -> bool:
     """A number that is neither NaN nor infinite (None and text are not numbers)."""
     try:

@@ -147,6 +147,7 @@ class SrunLauncher(Launcher):
             job_name=f"dlbench-{coords.framework}-{coords.scale}",
             gpus_per_node=scale.devices_per_node,
             container_options=self.runtime.srun_options(),
+            knobs=request.slurm_request(),
         )
 
     def launch(self) -> list[int | None]:

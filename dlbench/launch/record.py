@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from dlbench.files import set_aside, write_atomically
+from dlbench.launch import prescreen
 from dlbench.launch.request import LaunchRequest
 from dlbench.launch.slurm.record import attempt_number
 from dlbench.runners import run_layout
@@ -37,7 +38,8 @@ def write_launch_record(
     run_dir = Path(request.run_dir)
     layout = run_layout(request.coords)
     logs = layout.step_logs
-    missing = [r for r in range(logs) if not (run_dir / rank_log_name(r)).exists()]
+    name = prescreen.log_name if request.task == "prescreen" else rank_log_name
+    missing = [r for r in range(logs) if not (run_dir / name(r)).exists()]
     if missing:
         print(f"[dlbench] ranks {missing} left no step log in {run_dir}", file=sys.stderr)
     record = {

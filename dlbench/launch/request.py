@@ -20,6 +20,10 @@ LAUNCHER_NAMES = ("local", "srun")
 CONTAINER_NAMES = ("none", "podman", "apptainer", "pyxis")
 # Where the ranks' Python comes from (run.python names a site's: docs/site-environments.md).
 PYTHON_ENVS = ("lock", "site")
+# What the ranks do: train (the timed loop), or the communication prescreen's all-reduce.
+TASKS = ("train", "prescreen")
+# How a Slurm job asks for GPUs (run.gpu_request; docs/slurm.md, Site knobs).
+GPU_REQUESTS = ("gpus-per-node", "gres", "gpus")
 
 
 def registrar(registry: dict, names: tuple[str, ...], what: str):
@@ -67,11 +71,26 @@ class LaunchRequest:
     data_workers: int = _option(1, "real data: input-pipeline workers per rank")
     container: str = _option("none", "run every rank in the framework's pinned image", choices=CONTAINER_NAMES)
     images: str = _option("", "the images' directory: <framework>.lock.json, podman's store, .sif files")
+    task: str = _option("train", "train: the timed loop; prescreen: the all-reduce of --sizes", choices=TASKS)
+    sizes: str = _option("", "prescreen: message sizes in bytes, comma-separated")
+    # Site knobs (run.gpu_request ... run.distribution): the launcher's srun flags.
+    gpu_request: str = _option("gpus-per-node", "how srun asks for GPUs", choices=GPU_REQUESTS)
+    gpu_type: str = _option("", "the GPU type in the request, e.g. h100")
+    exclusive: bool = _option(False, "the job holds whole nodes (sbatch --exclusive --mem=0)")
+    cpu_bind: str = _option("", "srun --cpu-bind (empty: the cluster's default)")
+    distribution: str = _option("block", "srun --distribution")
 
     @property
     def stop_after_s(self) -> int | None:
         """How long a launcher waits for its ranks before it stops them (None: no bound)."""
         return self.time_limit + TIME_LIMIT_GRACE_S if self.time_limit else None
+
+    def slurm_request(self) -> dict | None:
+        """What the run asked of Slurm beyond its shape (the header records it); None unless srun."""
+        if self.launcher != "srun":
+            return None
+        keys = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
+        return {key: getattr(self, key) for key in keys}
 
     def to_argv(self) -> list[str]:
         """The command line `from_argv` reads back; options at their default are left out."""

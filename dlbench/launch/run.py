@@ -10,6 +10,7 @@ from pathlib import Path
 from dlbench import provenance
 from dlbench.launch.container import ImageMismatch
 from dlbench.launch.launchers import launcher_for, this_rank
+from dlbench.launch.prescreen import run_prescreen_rank
 from dlbench.launch.record import set_aside_earlier_attempt, write_launch_record
 from dlbench.launch.request import LaunchRequest
 from dlbench.launch.worker import LOG_NOT_WRITTEN, run_rank
@@ -48,6 +49,8 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
 
 
 def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
+    if request.task == "prescreen":
+        return run_prescreen_rank(request, dist)
     protocol = {
         "preset": request.preset,
         "warmup_steps": request.warmup_steps,
@@ -68,7 +71,9 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
         str(log_path),
         progress_every=request.progress_every,
         time_limit_s=request.time_limit,
-        provenance=provenance.collect(request.env_lock, site=request.python_env == "site"),
+        provenance=provenance.collect(
+            request.env_lock, site=request.python_env == "site", slurm_request=request.slurm_request()
+        ),
         memory_cap_mb=request.memory_cap_mb,
     )
     return 1 if status == LOG_NOT_WRITTEN else 0

@@ -34,6 +34,10 @@ IMAGE_RECORD = "results/containers/{framework}.image.json"
 ENV_STAMP = ".dlbench-env"
 
 
+# run's Slurm settings that the launcher's srun applies (LaunchRequest fields of the same names).
+SITE_KNOBS = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
+
+
 class DeploymentError(ValueError):
     pass
 
@@ -291,9 +295,13 @@ class Deployment:
     def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:
         """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
         the schema's strict patterns. With `Placeholders` for wildcards: its template."""
+        request = self.launch_request(wildcards, protocol, max_batch_file)
+        return quoted(request, template=isinstance(wildcards, Placeholders))
+
+    def launch_request(self, wildcards, protocol: dict, max_batch_file: str | None) -> LaunchRequest:
         run, real = self.config["run"], wildcards.data == "real"
         template = isinstance(wildcards, Placeholders)
-        request = LaunchRequest(
+        return LaunchRequest(
             coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
             run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
             preset=protocol["preset"],
@@ -317,9 +325,9 @@ class Deployment:
             data_workers=self.data_workers(wildcards) if real else 1,
             container=self.runtime,
             images=self.image_store if self.runtime != "none" else "",
+            # the site knobs, as the schema resolved them (the request's defaults are the same)
+            **{key: run[key] for key in SITE_KNOBS if key in run},
         )
-        quote = _quote_template if template else shlex.quote
-        return " ".join(quote(arg) for arg in request.to_argv())
 
     def srun_lines(self, runs, protocol: dict) -> list[str]:
         """Under run.launcher: srun, the step each (framework, scale) starts its ranks with, as the
@@ -333,8 +341,7 @@ class Deployment:
                 continue
             seen.add((run.framework, run.scale))
             wildcards = RunWildcards({name: str(value) for name, value in vars(run).items()})
-            argv = shlex.split(self.launch_arguments(wildcards, protocol, None))
-            launcher = SrunLauncher(LaunchRequest.from_argv(argv))
+            launcher = SrunLauncher(self.launch_request(wildcards, protocol, None))
             try:
                 line = shlex.join(launcher.command())
             except ImageMismatch:  # no image lock yet (the workflow builds it first): the rank's part elided
@@ -342,3 +349,9 @@ class Deployment:
                 line = shlex.join(launcher.command())
             lines.append(f"{run.framework} {run.scale}: {line}")
         return lines
+
+
+def quoted(request: LaunchRequest, template: bool = False) -> str:
+    """A request's command line for a shell (a template's placeholders left as they are)."""
+    quote = _quote_template if template else shlex.quote
+    return " ".join(quote(arg) for arg in request.to_argv())

@@ -49,8 +49,6 @@ class JobShape:
             "tasks": tasks,
             "cpus_per_task": slurm.cpus_per_task(run["threads"], self.processes_per_node),
         }
-        if cuda and scale.devices == 1:
-            values["gpu"] = 1  # → --gpus; several devices use --gpus-per-node below
         extra = []
         if tasks > 1:
             # The plugin does not wrap a job marked mpi in `srun -n1` (it refuses the mark for
@@ -58,11 +56,43 @@ class JobShape:
             # several devices runs inside the plugin's step (the launcher's srun uses --overlap).
             values["mpi"] = "srun"
             extra.append(f"--ntasks-per-node={self.processes_per_node}")
-        if cuda and scale.devices > 1:
-            extra.append(f"--gpus-per-node={scale.devices_per_node}")
+        if cuda:
+            values.update(gpu_resources(run, scale))
+            if "gpu" not in values and "gres" not in values:  # what the plugin has no key for
+                extra.append(
+                    slurm.gpu_flag("gpus-per-node", run.get("gpu_type", ""), scale.nodes, scale.devices_per_node)
+                )
+        if run.get("exclusive"):
+            # Whole nodes: --exclusive; all of their memory is --mem=0, which the plugin neither
+            # writes (mem_mb 0: no --mem) nor lets through slurm_extra: submit_environment().
+            extra.append("--exclusive")
+            values["mem_mb"] = 0
         if extra:
             values["slurm_extra"] = " ".join(extra)
         return values
+
+
+def gpu_resources(run: dict, scale: Scale) -> dict:
+    """The plugin's GPU keys for run.gpu_request on CUDA (docs/slurm.md, Site knobs). Its `gpu`
+    (→ --gpus) and `gres` make it add --ntasks-per-gpu, which Slurm refuses beside
+    --ntasks-per-node: `tasks_per_gpu: 0` leaves that out. gpus-per-node, which the plugin has
+    no key for, goes in slurm_extra (JobShape.resources), but for one device: --gpus=1."""
+    request, gpu_type = run.get("gpu_request", "gpus-per-node"), run.get("gpu_type", "")
+    model = {"gpu_model": gpu_type} if gpu_type else {}
+    if request == "gres":
+        return {
+            "gres": slurm.gpu_flag("gres", gpu_type, scale.nodes, scale.devices_per_node).split("=", 1)[1],
+            "tasks_per_gpu": 0,
+        }
+    if request == "gpus":
+        return {"gpu": scale.devices, **model, "tasks_per_gpu": 0}
+    return {"gpu": 1, **model} if scale.devices == 1 else {}
+
+
+def submit_environment(run: dict) -> dict[str, str]:
+    """Variables for sbatch on the submit host: run.exclusive's --mem=0 (sbatch reads
+    SBATCH_MEM_PER_NODE where the command line has no --mem; every other job has one)."""
+    return {"SBATCH_MEM_PER_NODE": "0"} if run.get("exclusive") else {}
 
 
 def job_shape(run: RunCoords) -> JobShape:

@@ -18,6 +18,7 @@ from dlbench.report.campaigns import generated_text
 from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
 from dlbench.report.checks import section as checks_section
+from dlbench.report.prescreen import section as prescreen_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -56,6 +57,7 @@ def page_sections(context: dict) -> list[dict]:
         ("summary", "Summary", True),
         ("method", "Test method", True),
         ("environment", "Environment", True),
+        ("prescreen", "Communication prescreen", context["prescreen"]),
         ("reading", "How to read the tables", True),
         ("models", [(m["id"], m["title"]) for m in models], bool(models)),
         ("checks", "Measurement checks", context["checks"]),
@@ -118,6 +120,7 @@ def render(
     generated: str | None = None,
     sources: dict[str, str] | None = None,
     campaigns: dict | None = None,
+    prescreen: dict | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
     (dlbench.analysis.environment); without it, what runs.csv says."""
@@ -154,6 +157,7 @@ def render(
         grid_size=grid_size(cells),
         summary_findings=SUMMARY_FINDINGS,
         open_tables=OPEN_TABLES,
+        prescreen=prescreen,
     )
     return _template().render(**context, sections=page_sections(context))
 
@@ -204,4 +208,11 @@ def render_files(
             config.get("references"),
             Path(cells_path).parent.parent / "campaign.json",
         ),
+        prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
     )
+
+
+def _min_share(config: dict) -> float:
+    from dlbench.planning.schema import schema_defaults
+
+    return {**schema_defaults("prescreen"), **(config.get("prescreen") or {})}["min_share"]

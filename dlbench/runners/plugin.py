@@ -211,12 +211,17 @@ class Capabilities:
     # Precisions that run on CUDA devices only, with why ({"amp": "..."}): N/A cells elsewhere.
     cuda_only_precisions: Mapping[str, str] = field(default_factory=dict)
     options: tuple[Option, ...] = ()  # its own knobs (config: framework_options.<framework>)
+    # Its module has allreduce_times(dist, device, sizes, warmup, iterations, threads): it can
+    # measure the communication prescreen (dlbench.launch.prescreen; docs/slurm.md).
+    allreduce: bool = False
 
     def __post_init__(self) -> None:
         owner = "Capabilities"
         for name in ("label", "colour", "image_format", "env"):
             if not isinstance(getattr(self, name), str):
                 _fail(owner, name, "expected text")
+        if not isinstance(self.allreduce, bool):
+            _fail(owner, "allreduce", "expected true or false")
         if not self.label:
             _fail(owner, "label", "expected a name")
         if not re.fullmatch(_COLOUR, self.colour):

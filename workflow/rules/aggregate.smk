@@ -26,7 +26,9 @@ rule aggregate:
     input:
         records=adaptive_records if ADAPTIVE else all_run_records(),
         flops=model_flops_files(),
+        prescreen=PRESCREEN_RECORDS,
     output:
+        **({"prescreen": "results/tables/prescreen.csv"} if PRESCREEN_RECORDS else {}),
         runs="results/tables/runs.csv",
         cells=report(
             "results/tables/cells.csv",

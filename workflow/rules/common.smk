@@ -111,6 +111,7 @@ def train_inputs(wildcards):
     if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)
+    inputs += PRESCREEN_RECORDS  # the communication prescreen first (prescreen.smk)
     inputs += max_batch_result(wildcards)
     if wildcards.data == "real":
         model = wildcards.model

@@ -6,6 +6,8 @@ from dlbench.planning import run_order as dlbench_run_order
 from dlbench.coords import RUN_LOG_TEMPLATE, Scale
 from dlbench.launch.slurm import RECORD as SLURM_RECORD
 
+# sbatch's settings that the Slurm plugin cannot pass (run.exclusive's --mem=0; jobs.py).
+os.environ.update(dlbench_jobs.submit_environment(config["run"]))
 try:
     TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
 except ValueError as error:

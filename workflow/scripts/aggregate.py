@@ -18,5 +18,7 @@ derived.write(
         "cells.md": out.markdown,
         "environment.json": out.environment,
         "campaign.json": out.campaign,
+        # declared where a prescreen is planned; else beside cells.csv, wherever one ran
+        "prescreen.csv": getattr(out, "prescreen", None),
     }
 )

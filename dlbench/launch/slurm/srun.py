@@ -1,8 +1,8 @@
 """The launcher's side inside a Slurm job: the allocation, the srun command, the ranks'
 environment, and one srun step run to its end with each rank's exit status. Stdlib only.
 
-    srun -N <nodes> -n <tasks> --ntasks-per-node=<tasks per node> -m block
-         --kill-on-bad-exit=0 [--gpus-per-node=<devices per node>] [--overlap]
+    srun -N <nodes> -n <tasks> --ntasks-per-node=<tasks per node> -m <distribution>
+         --kill-on-bad-exit=0 [--cpu-bind=<bind>] [<GPU request>] [--overlap]
          sh -c '<record exit code>' python -m dlbench.launch <the run's LaunchRequest>
 
 docs/slurm.md explains the job's resources, the rendezvous and the records.
@@ -88,6 +88,19 @@ def node_addresses(names: list[str]) -> dict[str, str]:
     return {name: found.get(name) or node_address(name, {}) for name in names}
 
 
+def gpu_flag(gpu_request: str, gpu_type: str, nodes: int, gpus_per_node: int) -> str:
+    """The GPU request as sbatch and srun take it (run.gpu_request, run.gpu_type):
+    `--gpus-per-node=[type:]G`, `--gres=gpu:[type:]G` (per node) or `--gpus=[type:]N*G`."""
+    typed = f"{gpu_type}:" if gpu_type else ""
+    if gpu_request == "gres":
+        return f"--gres=gpu:{typed}{gpus_per_node}"
+    if gpu_request == "gpus":
+        return f"--gpus={typed}{nodes * gpus_per_node}"
+    if gpu_request == "gpus-per-node":
+        return f"--gpus-per-node={typed}{gpus_per_node}"
+    raise ValueError(f"run.gpu_request: {gpu_request!r} is not one of gpus-per-node, gres, gpus")
+
+
 def srun_command(
     nodes: int,
     tasks_per_node: int,
@@ -98,23 +111,30 @@ def srun_command(
     job_name: str = "dlbench",
     gpus_per_node: int | None = None,
     container_options: list[str] | tuple = (),
+    knobs: dict | None = None,
 ) -> list[str]:
     """`gpus_per_node`: the node's devices (default: one per task); `container_options`: the
-    runtime's srun options (pyxis: every task in a container, the exit-code shell included)."""
+    runtime's srun options (pyxis: every task in a container, the exit-code shell included);
+    `knobs`: the site's gpu_request, gpu_type, cpu_bind and distribution
+    (LaunchRequest.slurm_request())."""
     gpus_per_node = tasks_per_node if gpus_per_node is None else gpus_per_node
+    knobs = knobs or {}
     cmd = [
         "srun",
         f"--nodes={nodes}",
         f"--ntasks={nodes * tasks_per_node}",
         f"--ntasks-per-node={tasks_per_node}",
         f"--cpus-per-task={cpus}",
-        "--distribution=block",
+        f"--distribution={knobs.get('distribution') or 'block'}",
         "--kill-on-bad-exit=0",
         f"--job-name={job_name}",
         "--export=ALL",
     ]
+    if knobs.get("cpu_bind"):
+        cmd.append(f"--cpu-bind={knobs['cpu_bind']}")
     if device == "cuda":
-        cmd.append(f"--gpus-per-node={gpus_per_node}")
+        request = knobs.get("gpu_request") or "gpus-per-node"
+        cmd.append(gpu_flag(request, knobs.get("gpu_type", ""), nodes, gpus_per_node))
     if overlap:  # already inside a step (single-task jobs are wrapped in `srun -n1` by the plugin)
         cmd.append("--overlap")
     cmd += container_options

@@ -12,6 +12,7 @@ from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
 from dlbench.runners.plugin import Capabilities, Option, Strategy
 from dlbench.runners.pytorch import clock, models, pipeline, strategies
+from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
 from dlbench.runners.pytorch.pipeline import use_dali
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
@@ -47,6 +48,7 @@ CAPABILITIES = Capabilities(
         _horovod.strategy(),
     ),
     device_envs={"cuda": "pytorch-cuda"},  # envs/pytorch-cuda.txt (docs/gpu.md)
+    allreduce=True,  # collectives.allreduce_times: the communication prescreen
     options=(
         Option(
             "dali",
