@@ -17,6 +17,7 @@ from dlbench.launch.prescreen import SCHEMA, log_name
 from dlbench.planning import prescreen as planning
 from dlbench.planning.config import checked_grid
 from dlbench.planning.jobs import JobShape, shapes
+from dlbench.report.page import environment_of_templates
 from dlbench.report.prescreen import section
 from tests.conftest import REPO, framework_python, make_coords
 
@@ -136,7 +137,8 @@ def test_a_slow_node_and_its_multi_node_cells_are_flagged_not_averaged(tmp_path)
     assert flagged["2x2"].startswith("n2: 2x2 prescreen, 0.50") and flagged["1x2"] == ""  # one node: not flagged
     (tmp_path / "tables").mkdir()
     table.to_csv(tmp_path / "tables" / "prescreen.csv", index=False)
-    html = str(section(tmp_path / "tables", prescreen.flag_cells(cells, runs, table), 0.8))
+    data = section(tmp_path / "tables", prescreen.flag_cells(cells, runs, table), 0.8)
+    html = environment_of_templates().get_template("sections/prescreen.html.j2").render(prescreen=data)
     assert 'id="prescreen"' in html and "2(n−1)/n" in html and "node n2 (2)" in html
     assert "Multi-node cells that ran on a flagged node" in html and "2x2 ddp: n2" in html
 

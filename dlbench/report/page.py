@@ -36,6 +36,11 @@ def and_join(items) -> str:
 
 
 def _template() -> jinja2.Template:
+    return environment_of_templates().get_template("report.html.j2")
+
+
+def environment_of_templates() -> jinja2.Environment:
+    """The templates' environment: the page's and each section's (templates/sections/)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -45,7 +50,7 @@ def _template() -> jinja2.Template:
     )
     env.filters["and_join"] = and_join
     env.filters["fw"] = labels.framework_label
-    return env.get_template("report.html.j2")
+    return env
 
 
 def page_sections(context: dict) -> list[dict]:
