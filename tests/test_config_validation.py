@@ -111,3 +111,19 @@ def test_fill_defaults_gives_what_snakemakes_validate_gives(grid):
         fill_defaults(ours)
     with pytest.raises(WorkflowError, match="Error validating config file"):  # Snakemake wraps it
         validate(theirs, CONFIG_SCHEMA, set_default=True)
+
+
+def test_command_line_scalars_are_read_as_the_schema_types_them():
+    """`--config run='{exclusive: true, threads: 2}'` reaches the config as strings (Snakemake
+    reads nested values with YAML's BaseLoader); the schema's types decide what they are."""
+    from dlbench.planning.config import checked_grid
+    from dlbench.planning.grid import ConfigError
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run"] = {**config.get("run", {}), "exclusive": "true", "threads": "2", "cpu_bind": "cores"}
+    checked_grid(config)
+    assert config["run"]["exclusive"] is True and config["run"]["threads"] == 2
+    assert config["run"]["cpu_bind"] == "cores"  # a string stays one
+    config["run"]["exclusive"] = "yes please"
+    with pytest.raises(ConfigError, match="run.exclusive: 'yes please' is not of type 'boolean'"):
+        checked_grid(config)

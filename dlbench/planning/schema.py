@@ -54,10 +54,34 @@ def fill_defaults(config: dict, schema_path: str = CONFIG_SCHEMA) -> None:
             for name, subschema in properties.items():
                 if "default" in subschema:
                     instance.setdefault(name, copy.deepcopy(subschema["default"]))  # not the cached schema's
+                if isinstance(instance.get(name), str):
+                    instance[name] = _command_line_scalar(instance[name], subschema)
         yield from check_properties(validator, properties, instance, schema)
 
     filling = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": set_defaults})
     filling(_load_schema(schema_path)).validate(config)
+
+
+# Snakemake reads `--config run='{exclusive: true}'` with YAML's BaseLoader: every nested
+# scalar arrives as a string. Where the schema wants a boolean or a number, such a string is read
+# as YAML would read it in a config file (a quoted 'true' in a file is read the same way).
+_SCALAR_TYPES = {"boolean": bool, "integer": int, "number": (int, float)}
+
+
+def _command_line_scalar(value: str, subschema: dict):
+    wanted = subschema.get("type")
+    wanted = [wanted] if isinstance(wanted, str) else (wanted or [])
+    if "string" in wanted or not any(t in _SCALAR_TYPES for t in wanted):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    for t in wanted:
+        kind = _SCALAR_TYPES.get(t)
+        if kind and isinstance(parsed, kind) and not (t != "boolean" and isinstance(parsed, bool)):
+            return parsed
+    return value
 
 
 def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None:
