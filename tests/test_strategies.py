@@ -93,6 +93,20 @@ def test_why_a_strategy_cannot_run():
         assert "Horovod" in strategy_unavailable(fw, "horovod", "1x2", "cuda")
 
 
+def test_a_strategy_for_some_model_kinds_says_why_not_for_the_others():
+    from dlbench.runners.plugin import Strategy
+
+    mesh = Strategy("x", "one line", model_kinds=("llm",), kind_reason="rules name the Llama's parameters")
+    assert mesh.model_unavailable("llama_small") is None and Strategy("y", "d").model_unavailable("resnet50") is None
+    assert mesh.model_unavailable("resnet50") == (
+        "x trains llm models only (rules name the Llama's parameters): resnet50 is image"
+    )
+    with pytest.raises(ValueError, match=r"Strategy\('x'\).model_kinds: expected model kinds"):
+        Strategy("x", "d", model_kinds=("pictures",), kind_reason="r")
+    with pytest.raises(ValueError, match=r"kind_reason: expected a reason exactly when model_kinds is set"):
+        Strategy("x", "d", model_kinds=("llm",))
+
+
 def test_grid_keeps_cells_a_strategy_cannot_run_as_unavailable():
     config = {
         "grid": {

@@ -9,6 +9,7 @@ from dlbench.runners import capabilities
 
 STRATEGY_MODULES = {
     "pytorch": ["dlbench.runners.pytorch.strategies"],
+    "jax": ["dlbench.runners.jax.strategies"],
     "mxnet": ["dlbench.runners.mxnet.strategies"],
     "tensorflow": ["dlbench.runners.tensorflow.strategies", "dlbench.runners.tensorflow.parameter_server"],
 }

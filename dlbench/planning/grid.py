@@ -152,6 +152,7 @@ def expand(config: dict) -> Grid:
             # NCCL on a CPU, a package that does not build) stays in the grid with its reason.
             why = strategy != SINGLE_DEVICE and (
                 unavailable_strategy(fw, strategy, scale, device)
+                or caps.strategy(strategy).model_unavailable(model)
                 or _tensor_parallel_problem(fw, strategy, model, scale)
             )
             if why:

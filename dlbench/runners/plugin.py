@@ -93,15 +93,25 @@ class Strategy:
     # Splits each LLM block over a node's devices (tensor parallel size = devices per node):
     # LLMs only, checked at planning time against the model's heads (dlbench.llm).
     tensor_parallel: bool = False
+    # The model kinds (CATALOGUE's "image", "text", "llm") it trains; empty: every kind. A
+    # model of another kind is an N/A cell with `kind_reason`.
+    model_kinds: tuple[str, ...] = ()
+    kind_reason: str = ""
 
     def __post_init__(self) -> None:
         owner = f"Strategy({self.name!r})"
+        object.__setattr__(self, "model_kinds", _names(owner, "model_kinds", self.model_kinds))
+        kinds = {entry["kind"] for entry in CATALOGUE.values()}
+        if not set(self.model_kinds) <= kinds:
+            _fail(owner, "model_kinds", f"expected model kinds, some of {sorted(kinds)}")
+        if bool(self.model_kinds) != bool(self.kind_reason):
+            _fail(owner, "kind_reason", "expected a reason exactly when model_kinds is set")
         _names(owner, "name", (self.name,))
         if self.name == SINGLE_DEVICE:
             _fail(owner, "name", f"{SINGLE_DEVICE!r} is implicit")
         if not isinstance(self.layout, ProcessLayout):
             _fail(owner, "layout", f"expected a ProcessLayout, got {self.layout!r}")
-        for name in ("description", "cuda_only", "unavailable"):
+        for name in ("description", "cuda_only", "unavailable", "kind_reason"):
             if not isinstance(getattr(self, name), str):
                 _fail(owner, name, "expected text")
         if not self.description or "\n" in self.description:
@@ -118,6 +128,15 @@ class Strategy:
             return f"{self.name} runs on CUDA devices only: {self.cuda_only}"
         if self.single_node and scale.nodes > 1:
             return f"{self.name} drives the devices of one node from one process: it cannot span {scale.nodes} nodes"
+        return None
+
+    def model_unavailable(self, model: str) -> str | None:
+        """Why this strategy does not train `model` (None: it does)."""
+        kind = CATALOGUE[model]["kind"]
+        if self.model_kinds and kind not in self.model_kinds:
+            return (
+                f"{self.name} trains {'/'.join(self.model_kinds)} models only ({self.kind_reason}): {model} is {kind}"
+            )
         return None
 
 

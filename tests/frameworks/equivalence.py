@@ -151,5 +151,7 @@ TESTS = {
     ("mxnet", "dist_sync"): _MX + "test_dist_sync_two_workers",
     ("mxnet", "device"): _MX + "test_kvstore_device_drives_two_cpu_contexts_from_one_process",
     ("jax", "sharded"): "tests/frameworks/test_jax.py::test_sharded_reproduces_the_single_device_losses",
+    ("jax", "mesh_fsdp"): "tests/frameworks/test_llm.py::test_jax_strategy_reproduces_the_single_device_losses",
+    ("jax", "mesh_fsdp_tp"): "tests/frameworks/test_llm.py::test_jax_strategy_reproduces_the_single_device_losses",
     ("paddle", "collective"): "tests/frameworks/test_paddle.py::test_collective_reproduces_the_single_device_losses",
 }

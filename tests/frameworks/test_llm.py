@@ -111,6 +111,20 @@ def test_tensor_parallel_plans_llms_on_a_node_and_says_why_not_for_a_cnn():
     assert set(cnn) == {"1x8", "2x8"} and all("resnet50 is no LLM" in why for why in cnn.values())
 
 
+def test_jax_mesh_strategies_plan_llms_and_say_why_not_for_a_cnn():
+    config = _config(["llama3_8b", "resnet50"], scales=("1x8", "2x8"))
+    config["grid"]["strategies"]["jax"] = ["mesh_fsdp", "mesh_fsdp_tp"]
+    grid = expand(config)
+    jax_runs = {(r.model, r.scale, r.strategy) for r in grid.runs if r.framework == "jax"}
+    assert jax_runs == {("llama3_8b", s, st) for s in ("1x8", "2x8") for st in ("mesh_fsdp", "mesh_fsdp_tp")}
+    cnn = {(c.scale, c.strategy): why for c, why in grid.unavailable.items() if c.framework == "jax"}
+    assert set(cnn) == {(s, st) for s in ("1x8", "2x8") for st in ("mesh_fsdp", "mesh_fsdp_tp")}
+    assert all("trains llm models only" in why and "resnet50 is image" in why for why in cnn.values())
+    config["grid"]["scales"] = ["1x3"]
+    with pytest.raises(ConfigError, match=re.escape("'1x3' with jax's mesh_fsdp_tp: a tensor-parallel size of 3")):
+        expand(config)
+
+
 def test_real_text_cells_plan_for_both_runners_and_jax_images_say_why():
     grid = expand(_config(["llama_small", "alexnet"], data=("synthetic", "real"), scales=("1x1", "1x2")))
     llm_runs = {(r.framework, r.data, r.strategy) for r in grid.runs if r.model == "llama_small"}
@@ -213,16 +227,66 @@ def test_pytorch_builds_every_llama_with_its_parameters_and_names_bf16():
 
 
 # ---------------------------------------------------------------------- JAX
+@pytest.fixture(scope="module")
+def jax_single(tmp_path_factory):
+    """llama_small, the global batch of 4 on one CPU device, 6 steps."""
+    run_dir = tmp_path_factory.mktemp("llm") / "jax_single"
+    equivalence.launch("jax", run_dir, *SEQ, steps=equivalence.STEPS, threads=2, **CASE)
+    return run_dir
+
+
 @needs_jax
-def test_jax_sharded_reproduces_the_single_device_losses(tmp_path):
-    """One process, two CPU devices, the global batch split: the same losses as one device."""
-    equivalence.launch("jax", tmp_path / "single", *SEQ, steps=equivalence.STEPS, threads=2, **CASE)
-    single = equivalence.losses(tmp_path / "single" / "rank0.steps.jsonl")
-    log = read_steplog(tmp_path / "single" / "rank0.steps.jsonl")
+def test_jax_llama_trains_and_counts_tokens(jax_single):
+    single = equivalence.losses(jax_single / "rank0.steps.jsonl")
+    log = read_steplog(jax_single / "rank0.steps.jsonl")
     assert log.header["framework"]["trainable_params"] == PARAMETERS["llama_small"]
+    assert "parallel_layout" not in log.header["framework"]
     assert {s["samples"] for s in log.steps} == {CASE["batch"] * SEQ_LEN}
     assert single[-1] < single[0] - 0.1
-    equivalence.assert_equivalent(_global_losses("jax", tmp_path / "sharded", "sharded"), single)
+
+
+@needs_jax
+@pytest.mark.parametrize("strategy", ["sharded", "mesh_fsdp", "mesh_fsdp_tp"])
+def test_jax_strategy_reproduces_the_single_device_losses(tmp_path, jax_single, strategy):
+    """One process, two CPU devices: the global batch split (sharded: state replicated; fsdp:
+    every parameter and AdamW moment halved on a mesh axis `fsdp`) or (mesh_fsdp_tp, a 1 x 2 mesh)
+    both devices on the whole batch, each block's heads and FFN split on `tensor`: the same
+    losses as one device with the global batch."""
+    single = equivalence.losses(jax_single / "rank0.steps.jsonl")
+    equivalence.assert_equivalent(_global_losses("jax", tmp_path / strategy, strategy), single)
+    framework = read_steplog(tmp_path / strategy / "rank0.steps.jsonl").header["framework"]
+    layout = framework.get("parallel_layout")
+    expected = {"sharded": None, "mesh_fsdp": {"fsdp": 2}, "mesh_fsdp_tp": {"fsdp": 1, "tensor": 2}}[strategy]
+    assert (layout and layout["mesh"]) == expected
+    assert framework["trainable_params"] == PARAMETERS["llama_small"]  # the global count, not a shard's
+
+
+@needs_jax
+def test_jax_mesh_strategies_shard_each_parameter_by_its_role():
+    """The state as each strategy places it on four XLA CPU devices (2 x 2 for mesh_fsdp_tp, a node
+    of two twice): the PartitionSpec of a column-, a row-split kernel, the embedding, a norm,
+    an AdamW moment and the step count, and the shape of one device's shard of q."""
+    code = (
+        "import os; os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=4'\n"
+        "import json, jax; from types import SimpleNamespace; from dlbench.runners.jax import llm, strategies\n"
+        "out = {}\n"
+        "for name, local in (('mesh_fsdp', 4), ('mesh_fsdp_tp', 2), ('sharded', 4)):\n"
+        "    st = strategies.STRATEGIES(name)(SimpleNamespace(local_devices=local), jax.devices())\n"
+        "    (p, opt), _ = llm.initial_state(llm.Llama('llama_small'), 8, 0, st, llm.optimizer())\n"
+        "    b = p['block0']; adam = opt[0]\n"
+        "    leaves = (b['q']['kernel'], b['down']['kernel'], p['embed']['embedding'], b['ffn_norm']['weight'],\n"
+        "              adam.mu['block0']['down']['kernel'], adam.count)\n"
+        "    out[name] = [[str(a) for a in x.sharding.spec] for x in leaves]\n"
+        "    out[name].append(list(b['q']['kernel'].addressable_shards[0].data.shape))\n"
+        "print('RESULT', json.dumps(out))"
+    )
+    out = json.loads(equivalence.run_script(framework_python("jax"), code, env={"JAX_PLATFORMS": "cpu"}))
+    # fsdp: the largest dimension (down: its 1536 FFN rows; the embedding: its vocabulary)
+    fsdp, tp = ["fsdp", "None"], ["tensor", "fsdp"]
+    assert out["mesh_fsdp"] == [fsdp, fsdp, fsdp, ["fsdp"], fsdp, [], [128, 512]]
+    # q by columns, down by rows, the embedding by vocabulary on `tensor`; fsdp on the other dimension
+    assert out["mesh_fsdp_tp"] == [["fsdp", "tensor"], tp, tp, ["fsdp"], tp, [], [256, 256]]
+    assert out["sharded"] == [[]] * 6 + [[512, 512]]
 
 
 @needs_jax

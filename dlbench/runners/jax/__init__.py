@@ -1,6 +1,7 @@
 """JAX runner: Flax linen CNNs (NHWC, BatchNorm), optax SGD with momentum, and Llamas with
 optax AdamW (llm.py, docs/frameworks/llm.md), one `jax.jit` step with the state donated, and
-data parallelism over one node's devices through a sharded batch. docs/frameworks/jax.md
+data parallelism over one node's devices through a sharded batch (for the Llamas also FSDP and
+tensor parallelism over a named mesh, strategies.py). docs/frameworks/jax.md
 explains the fast path, threads and devices. Importing this package does not import JAX:
 `Runner.import_framework()` does, after setting what XLA reads at start-up."""
 
@@ -35,6 +36,24 @@ CAPABILITIES = Capabilities(
             "JAX jit over a device mesh (one process per node, jax.distributed across nodes): the batch "
             "split across the devices, parameters replicated, gradients all-reduced by XLA",
             layout=ProcessLayout.PER_NODE,
+        ),
+        Strategy(
+            "mesh_fsdp",
+            "JAX jit over a 1-D mesh (fsdp) of every device: the batch split, each parameter and AdamW moment "
+            "sharded on its largest divisible dimension, XLA's GSPMD all-gathering weights and reduce-scattering "
+            "gradients in the step",
+            layout=ProcessLayout.PER_NODE,
+            model_kinds=("llm",),
+            kind_reason="its sharding rules are written for the Llama's parameters",
+        ),
+        Strategy(
+            "mesh_fsdp_tp",
+            "JAX jit over a 2-D mesh (fsdp, tensor): tensor parallelism over a node's devices (each Llama block's "
+            "heads and FFN split, the vocabulary too), FSDP across nodes, partitioned by XLA's GSPMD",
+            layout=ProcessLayout.PER_NODE,
+            tensor_parallel=True,
+            model_kinds=("llm",),
+            kind_reason="its sharding rules are written for the Llama's parameters",
         ),
     ),
     device_envs={"cuda": "jax-cuda"},  # envs/jax-cuda.txt (docs/gpu.md)
@@ -85,6 +104,10 @@ class Runner(BaseRunner):
         from dlbench.runners.jax import models, train
 
         spec, jax = self.spec, self.jax
+        strategy = CAPABILITIES.strategy(spec.coords.strategy)
+        wrong_kind = strategy and strategy.model_unavailable(spec.coords.model)
+        if wrong_kind:
+            raise ValueError(f"jax: {wrong_kind}")
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         self._last = None
         if CATALOGUE[spec.coords.model]["kind"] == "llm":
@@ -104,14 +127,16 @@ class Runner(BaseRunner):
         self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
 
     def _build_llm(self) -> None:
-        """A Llama (llm.py): the global batch's tokens split over the devices, the state replicated."""
-        from dlbench.runners.jax import llm, train
+        """A Llama (llm.py) on the strategy's mesh (strategies.py): the global batch's tokens
+        split over its data (or fsdp) axis, the state where the strategy puts it."""
+        from dlbench.runners.jax import llm, strategies, train
 
         spec, jax = self.spec, self.jax
         module = llm.Llama(spec.coords.model, self.dtype)
-        data, replicated = train.placement(self.devices)
+        self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, self.devices)
+        data = self.strategy.data
         optim = llm.optimizer()
-        self.state = llm.initial_state(module, spec.seq_len, spec.seed, replicated, optim)
+        self.state, shardings = llm.initial_state(module, spec.seq_len, spec.seed, self.strategy, optim)
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
         if spec.coords.data == "real":
             self.batches = llm.TokenBatches(spec, spec.dist.world_size, spec.dist.rank, data)
@@ -119,7 +144,7 @@ class Runner(BaseRunner):
         else:
             tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
             self.inputs = (jax.make_array_from_process_local_data(data, tokens),)
-        step = llm.train_step(module, optim, replicated)
+        step = llm.train_step(module, optim, shardings, data, self.strategy.replicated)
         self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
 
     def next_batch(self):
@@ -172,7 +197,12 @@ class Runner(BaseRunner):
             + ("optax AdamW, linear warm-up" if self._is_llm() else "optax SGD momentum"),
             "step_compile": getattr(self, "compile_record", None),
             **self._dataset(),
+            **self._layout(),
         }
+
+    def _layout(self) -> dict:
+        strategy = getattr(self, "strategy", None)
+        return {"parallel_layout": strategy.layout} if strategy is not None and strategy.layout else {}
 
     def _dataset(self) -> dict:
         batches = getattr(self, "batches", None)

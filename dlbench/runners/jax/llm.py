@@ -90,19 +90,22 @@ def optimizer():
     return optax.adamw(schedule, b1=b1, b2=b2, eps=llm.ADAMW_EPSILON, weight_decay=llm.ADAMW_WEIGHT_DECAY)
 
 
-def initial_state(module, seq_len: int, seed: int, sharding, optim):
-    """(params, opt_state) computed on the devices of `sharding` (every process the same)."""
+def initial_state(module, seq_len: int, seed: int, strategy, optim):
+    """(params, opt_state) computed on the devices of `strategy`'s mesh, each leaf where the
+    strategy puts it (every process the same), and those shardings."""
 
     def init():
         params = module.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))["params"]
         return params, optim.init(params)
 
-    return jax.jit(init, out_shardings=sharding)()
+    shardings = strategy.state(jax.eval_shape(init))
+    return jax.jit(init, out_shardings=shardings)(), shardings
 
 
-def train_step(module, optim, replicated):
-    """step(state, tokens) -> (state, loss), jitted with the state donated. Causal LM: the
-    mean cross-entropy (float32 logits) of each next token; `tokens`: (batch, seq_len + 1)."""
+def train_step(module, optim, state_sharding, data_sharding, replicated):
+    """step(state, tokens) -> (state, loss), jitted with the state donated and its shardings
+    pinned in and out (GSPMD partitions the step over the mesh). Causal LM: the mean
+    cross-entropy (float32 logits) of each next token; `tokens`: (batch, seq_len + 1)."""
 
     def step(state, tokens):
         params, opt_state = state
@@ -115,7 +118,12 @@ def train_step(module, optim, replicated):
         updates, opt_state = optim.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
-    return jax.jit(step, donate_argnums=(0,), out_shardings=replicated)
+    return jax.jit(
+        step,
+        in_shardings=(state_sharding, data_sharding),
+        out_shardings=(state_sharding, replicated),
+        donate_argnums=(0,),
+    )
 
 
 def tokens(spec, processes: int, rank: int):
