@@ -96,7 +96,8 @@ GRID = {
     [
         ({"gpu_request": "gpu"}, "run.gpu_request: 'gpu' is not one of"),
         ({"gpu_type": "h100 pcie"}, "run.gpu_type: 'h100 pcie' is not allowed"),
-        ({"exclusive": "yes"}, "run.exclusive: 'yes' is not of type 'boolean'"),
+        # 'yes' would be read as YAML reads it (true), as --config's strings are: a word that is no boolean
+        ({"exclusive": "sometimes"}, "run.exclusive: 'sometimes' is not of type 'boolean'"),
         ({"cpu_bind": "core"}, "run.cpu_bind: 'core' is not one of"),
         ({"distribution": "blocks"}, "run.distribution: 'blocks' is not allowed"),
     ],
