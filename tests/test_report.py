@@ -520,3 +520,21 @@ def test_labels_have_one_spelling_each():
     assert labels.unit("bert_base") == "sequences/s" and labels.unit("unknown_model") == "samples/s"
     assert labels.setup("8", "fp32", "real") == "batch 8/device, fp32, real data"
     assert labels.sorted_scales(["2x2", "1x1", "1x2", "1x1"]) == ["1x1", "1x2", "2x2"]
+
+
+def test_the_method_names_the_llm_flops_formula_and_the_mfu_peak():
+    """An LLM cell's TFLOP/s and MFU are only as good as what they count: the method says it."""
+    import pandas as pd
+
+    from dlbench import llm
+    from dlbench.report.sections import _llm_flops
+
+    sizes = {"llama_small": (0, 64), "resnet50": (64, 0)}
+    basis = "NVIDIA H100 80GB HBM3 tf32 dense 494.7 TFLOP/s (NVIDIA datasheet)"
+    cells = pd.DataFrame({"model": ["llama_small", "resnet50"], "peak_basis": [basis, None]})
+    text = _llm_flops(sizes, cells)
+    assert "6 × the matmul parameters" in text and "12 × layers × hidden × sequence length" in text
+    assert f"{llm.train_flops_per_token('llama_small', 64) / 1e9:.3g} GFLOP/token" in text
+    assert f"MFU = achieved TFLOP/s ÷ {basis}" in text
+    assert "No dense peak" in _llm_flops(sizes, cells.assign(peak_basis=None))
+    assert _llm_flops({"resnet50": (64, 0)}, cells) is None  # no LLM: nothing to say

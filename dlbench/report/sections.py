@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench import labels
+from dlbench import labels, llm
 from dlbench.analysis.aggregate import real_data_pairs
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
@@ -79,9 +79,33 @@ def method(
             for fw, settings in sorted((config.get("framework_options") or {}).items())
             if settings
         ],
+        "llm_flops": _llm_flops(sizes, cells),
         "noisy_cv": noisy_cv,
         "statistic": str(protocol.get("statistic", "")).replace("_", " "),
     }
+
+
+def _llm_flops(sizes: dict[str, tuple[int, int]], cells: pd.DataFrame) -> str | None:
+    """How an LLM cell's TFLOP/s and MFU are counted (docs/frameworks/llm.md): the formula, each
+    model's FLOPs per token at the length it ran, and the peak MFU divides by (or why none)."""
+    ran = [(m, seq) for m, (_, seq) in sizes.items() if CATALOGUE.get(m, {}).get("kind") == llm.KIND and seq]
+    if not ran:
+        return None
+    per_token = "; ".join(
+        f"{labels.model_title(m)} at {seq} tokens: {llm.train_flops_per_token(m, seq) / 1e9:.3g} GFLOP/token"
+        for m, seq in ran
+    )
+    mine = cells[cells["model"].isin([m for m, _ in ran])] if not cells.empty else cells
+    bases = sorted({str(b) for b in mine.get("peak_basis", pd.Series(dtype=str)).dropna() if str(b)})
+    peak = (
+        "MFU = achieved TFLOP/s ÷ " + "; ".join(bases)
+        if bases
+        else "No dense peak is known for this device, so no MFU is given (TFLOP/s only)"
+    )
+    return (
+        "training FLOPs per token = 6 × the matmul parameters (all but the input embedding) + "
+        f"12 × layers × hidden × sequence length (PaLM, appendix B): {per_token}. {peak}"
+    )
 
 
 def headline_cells(cells: pd.DataFrame) -> pd.DataFrame:
