@@ -306,24 +306,32 @@ def main(argv: list[str] | None = None) -> int:
     images = Path(args.images).resolve() if args.images else images_dir()
     if args.command != "base" and not args.framework:
         p.error(f"{args.command} needs a FRAMEWORK")
-    try:
+
+    def produce():
         if args.command == "base":
             with build_lock(images):
-                result = build_base(images)
-        elif args.command == "build":
+                return build_base(images)
+        if args.command == "build":
             with build_lock(images):
-                result = build(args.framework, images)
-        elif args.command == "ensure":
-            result = ensure(args.framework, images)
-        elif args.pin:
-            result = {"sif_sha256": pin_sif(args.framework, images)}
-        else:
-            print(" ".join(sif_command(args.framework, images)))
-            return 0
+                return build(args.framework, images)
+        if args.command == "ensure":
+            return ensure(args.framework, images)
+        if args.pin:
+            return {"sif_sha256": pin_sif(args.framework, images)}
+        return " ".join(sif_command(args.framework, images))
+
+    return cli_result("dlbench.images.podman", produce)
+
+
+def cli_result(prog: str, produce) -> int:
+    """An images command's ending, shared by this CLI and squashfs's: its result printed (JSON,
+    or a command line as it is), or the build's error on one line and exit status 1."""
+    try:
+        result = produce()
     except (BuildError, ImageMismatch, OSError, KeyError, ValueError) as error:
-        print(f"dlbench.images.podman: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return 1
-    print(json.dumps(result, indent=1))
+    print(result if isinstance(result, str) else json.dumps(result, indent=1))
     return 0
 
 

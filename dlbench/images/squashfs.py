@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dlbench.images.podman import BuildError, _now, _write_json, build_lock, image_id, images_dir, podman, require
+from dlbench.images.podman import (
+    BuildError,
+    _now,
+    _write_json,
+    build_lock,
+    cli_result,
+    image_id,
+    images_dir,
+    podman,
+    require,
+)
 from dlbench.launch.container import (
-    ImageMismatch,
     lock_path,
     podman_base,
     read_lock,
@@ -102,14 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
     args = p.parse_args(argv)
     images = Path(args.images).resolve() if args.images else images_dir()
-    try:
+
+    def produce():
         with build_lock(images):
-            result = build(args.framework, images)
-    except (BuildError, ImageMismatch, OSError, KeyError, ValueError) as error:
-        print(f"dlbench.images.squashfs: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=1))
-    return 0
+            return build(args.framework, images)
+
+    return cli_result("dlbench.images.squashfs", produce)
 
 
 if __name__ == "__main__":
