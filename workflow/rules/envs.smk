@@ -26,5 +26,7 @@ rule framework_env:
     params:
         venv=lambda wildcards: os.path.join(VENVS, wildcards.framework),
         script=os.path.join(REPO, "workflow", "scripts", "build_env.sh"),
+    # On failure the log's tail goes to stderr: CI shows only Snakemake's output.
     shell:
         "bash {params.script} {input.lock} {params.venv} {output.stamp} > {log} 2>&1"
+        " || {{ tail -n 25 {log} >&2; exit 1; }}"
