@@ -12,6 +12,10 @@ the harness (launcher, worker, per-step sync and clock, step log), so its tokens
 dlbench run of the same settings is the harness's cost on an LLM step. It is not in
 benchmarks/baselines/, whose loops share nothing with the runners and take the CNN command
 line of harness_overhead.py. Prints tokens/s over the measured steps.
+
+`--definition transformers` trains an independent definition of the same network instead:
+transformers' LlamaForCausalLM (PyTorch, SDPA) or FlaxLlamaForCausalLM (JAX; transformers
+4.57, the last release with Flax classes, is in the JAX lock for this alone).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ def parse_args() -> argparse.Namespace:
         "--definition",
         choices=("dlbench", "transformers"),
         default="dlbench",
-        help="PyTorch: the runner's Llama, or transformers' LlamaForCausalLM built from a matching LlamaConfig",
+        help="the runner's Llama, or transformers' (Flax)LlamaForCausalLM built from a matching LlamaConfig",
     )
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=128)
@@ -64,16 +68,24 @@ def jax_loop(args) -> None:
 
     from dlbench.runners.jax import llm
 
-    module = llm.Llama(args.model, jnp.bfloat16 if args.bf16 else jnp.float32)
+    dtype = jnp.bfloat16 if args.bf16 else jnp.float32
+    if args.definition == "transformers":
+        params, logits_of = flax_transformers_llama(args.model, dtype)
+    else:
+        module = llm.Llama(args.model, dtype)
+        params = module.init(jax.random.key(1), jnp.zeros((1, args.seq_len), jnp.int32))["params"]
+
+        def logits_of(params, inputs):
+            return module.apply({"params": params}, inputs)
+
     optim = llm.optimizer()
-    params = module.init(jax.random.key(1), jnp.zeros((1, args.seq_len), jnp.int32))["params"]
     state = (params, optim.init(params))
     spec = SimpleNamespace(coords=SimpleNamespace(model=args.model), batch=args.batch, local_devices=1,
                            seq_len=args.seq_len, seed=1)  # fmt: skip
     tokens = jnp.asarray(llm.tokens(spec, 1, 0))
 
     def loss_fn(params, tokens):
-        logits = module.apply({"params": params}, tokens[:, :-1]).astype(jnp.float32)
+        logits = logits_of(params, tokens[:, :-1]).astype(jnp.float32)
         return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
     def step(state, tokens):
@@ -93,26 +105,57 @@ def jax_loop(args) -> None:
     report(f"jax {jax.__version__}", args, time.perf_counter() - start, float(loss), args.threads)
 
 
-def transformers_llama(model: str):
-    """transformers' LlamaForCausalLM (SDPA attention) from a LlamaConfig of dlbench.llm's shape,
-    random init, logits only: an independent definition of the same network (issue #27 item 2)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama_config(model: str, **extra):
+    """transformers' LlamaConfig of dlbench.llm's shape for `model`."""
+    from transformers import LlamaConfig
 
     from dlbench import llm
 
     s = llm.shape(model)
     keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
     scaling = s.rope_scaling and dict(zip(keys, s.rope_scaling, strict=True))
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.ffn, num_hidden_layers=s.layers,
         num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, max_position_embeddings=s.max_positions,
         rms_norm_eps=s.norm_eps, rope_theta=s.rope_theta, initializer_range=s.init_std,
         tie_word_embeddings=s.tied_embeddings, attention_bias=False, mlp_bias=False, use_cache=False,
-        rope_scaling={"rope_type": "llama3", **scaling} if scaling else None, attn_implementation="sdpa",
+        rope_scaling={"rope_type": "llama3", **scaling} if scaling else None, **extra,
     )  # fmt: skip
-    network = LlamaForCausalLM(config)
-    if sum(p.numel() for p in network.parameters()) != llm.parameter_count(model):
-        raise SystemExit(f"LlamaForCausalLM has not {model}'s {llm.parameter_count(model)} parameters")
+
+
+def check_parameters(name: str, model: str, count: int) -> None:
+    from dlbench import llm
+
+    if count != llm.parameter_count(model):
+        raise SystemExit(f"{name} has {count} parameters, not {model}'s {llm.parameter_count(model)}")
+
+
+def flax_transformers_llama(model: str, dtype):
+    """transformers' FlaxLlamaForCausalLM of `model`'s shape, random init: (params, logits
+    function). Its rotary embedding knows no Llama 3.1 frequency scaling: llama_small only."""
+    import jax
+    from transformers import FlaxLlamaForCausalLM
+
+    config = llama_config(model)
+    if config.rope_scaling:
+        raise SystemExit(f"FlaxLlamaForCausalLM has no llama3 rope scaling: {model} needs it")
+    network = FlaxLlamaForCausalLM(config, seed=1, dtype=dtype)
+    params = network.params
+    check_parameters("FlaxLlamaForCausalLM", model, sum(x.size for x in jax.tree_util.tree_leaves(params)))
+
+    def logits_of(params, inputs):
+        return network(inputs, params=params, train=False).logits
+
+    return params, logits_of
+
+
+def transformers_llama(model: str):
+    """transformers' LlamaForCausalLM (SDPA attention) from a LlamaConfig of dlbench.llm's shape,
+    random init, logits only: an independent definition of the same network (issue #27 item 2)."""
+    from transformers import LlamaForCausalLM
+
+    network = LlamaForCausalLM(llama_config(model, attn_implementation="sdpa"))
+    check_parameters("LlamaForCausalLM", model, sum(p.numel() for p in network.parameters()))
 
     import torch
 

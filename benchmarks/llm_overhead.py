@@ -3,11 +3,12 @@
 runner ÷ bare ≥ 0.98):
 
     .venvs/analysis/bin/python benchmarks/llm_overhead.py [--framework jax] [--rounds 16] [--batch 2] [--seq-len 128]
-    .venvs/analysis/bin/python benchmarks/llm_overhead.py --definition transformers   # PyTorch only
+    .venvs/analysis/bin/python benchmarks/llm_overhead.py [--framework jax] --definition transformers
 
-`--definition transformers`: the bare loop trains transformers' LlamaForCausalLM of the same
-shape instead of the runner's own Llama (an independent reference: "measure both and keep
-the faster"); runner ÷ that loop below 1 says the runner's definition is the slower one.
+`--definition transformers`: the bare loop trains transformers' LlamaForCausalLM (JAX:
+FlaxLlamaForCausalLM) of the same shape instead of the runner's own Llama (an independent
+reference: "measure both and keep the faster"); runner ÷ that loop below 1 says the runner's
+definition is the slower one.
 
 Each round runs both in its own process, in alternating order; the runner's tokens/s is read
 from its step log's measured window, the bare loop's from its output. Prints every round and
@@ -67,8 +68,6 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
-    if args.framework == "jax" and args.definition != "dlbench":
-        p.error("--definition transformers: a PyTorch model (JAX's bare loop is the runner's Flax Llama)")
     from dlbench.analysis import stats
 
     bares, runners = [], []
