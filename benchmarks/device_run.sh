@@ -8,12 +8,24 @@
 #   bash benchmarks/device_run.sh          # on the GPU machine (the device tool sets $OUT)
 #   bash benchmarks/device_run.sh --cpu    # the same path here, first: the venvs stand in for
 #                                          # the site's Python, the CPU for the GPU, toy sizes
+#   bash benchmarks/device_run.sh --llm    # the LLM line instead (config/grids/gpu_single_llm.yaml:
+#                                          # Llama 3.2 1B, bf16; then benchmarks/llm_overhead.py
+#                                          # for PyTorch and JAX at llama_small); with --cpu too
 # Stages have their own time limits, so that one that hangs leaves the others their time;
 # a stage that fails is reported and the next one still runs.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-mode=${1:---gpu}
+mode=--gpu workload=cnn
+for arg in "$@"; do
+    case $arg in
+        --cpu | --gpu) mode=$arg ;;
+        --llm) workload=llm ;;
+        *) echo "usage: $0 [--cpu] [--llm]" >&2 && exit 2 ;;
+    esac
+done
+grid=config/grids/gpu_single.yaml
+[ "$workload" = llm ] && grid=config/grids/gpu_single_llm.yaml
 OUT=${OUT:-$repo/device-out}
 work=${DEVICE_WORK:-$(mktemp -d)}
 mkdir -p "$OUT" "$work"
@@ -28,12 +40,20 @@ if [ "$mode" = --cpu ]; then
 grid: {batch_per_device: [2]}
 protocol: {warmup_steps: 1, measured_steps: 3, repeats: 2}"
     check_args=(--device cpu --batch 2 --image-size 32 --warmup 1 --steps 2 --rounds 2)
+    llm_args=(--device cpu --precision amp --batch 2 --seq-len 64 --warmup 2 --steps 3 --rounds 2)
+    [ "$workload" = llm ] && overrides="run: {device: cpu, seq_len: 64, threads: 2, time_limit_s: 120}
+grid: {models: [llama_small], batch_per_device: [2]}
+protocol: {warmup_steps: 2, measured_steps: 3, repeats: 2}"
     pipeline_s=600 check_s=300
 else
     torch_python=$(command -v python3) jax_python=$(command -v python3) snakemake_python=$(command -v python3)
     overrides=""
     check_args=(--batch 128 --warmup 8 --steps 25 --rounds 4)
-    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100}
+    llm_args=(--device cuda --precision amp --batch 8 --seq-len 2048 --warmup 10 --steps 50 --rounds 4)
+    # The LLM line's check starts 16 processes (4 rounds, 2 arms, 2 frameworks): 200 s.
+    checks_default=100
+    [ "$workload" = llm ] && checks_default=200
+    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-$checks_default}
 fi
 
 stage "the machine"
@@ -67,7 +87,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$repo"
 "$snakemake_python" -m snakemake --version || echo "snakemake: not importable"
 
-stage "the pipeline: config/grids/gpu_single.yaml in the site's Python ($torch_python)"
+stage "the pipeline: $grid in the site's Python ($torch_python)"
 cat >"$work/site.yaml" <<EOF
 run:
   python: {pytorch: $torch_python, jax: $jax_python}
@@ -78,21 +98,32 @@ mkdir -p "$work/pipeline"
 export JAX_COMPILATION_CACHE_DIR="$work/jax-cache"
 timeout -k 10 "$pipeline_s" "$snakemake_python" -m snakemake -s "$repo/Snakefile" -d "$work/pipeline" \
     --profile "$repo/profiles/local" --cores "$(nproc)" --resources gpu=1 --scheduler greedy \
-    --configfile "$repo/config/grids/gpu_single.yaml" "$work/site.yaml" "$work/overrides.yaml"
+    --configfile "$repo/$grid" "$work/site.yaml" "$work/overrides.yaml"
 echo "pipeline exit status: $?"
 cat "$work/pipeline/results/tables/cells.md" 2>/dev/null | head -40
 cat "$work/pipeline/results/audit/verdict.txt" 2>/dev/null
 
-stage "gpu_check: runner (window sync) vs per-step sync vs bare loop"
-flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
-    "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)
-timeout -k 10 "$check_s" "$torch_python" benchmarks/gpu_check.py "${check_args[@]}" \
-    --precisions fp32 amp --compile off --flops-per-sample "$flops" 2>&1 | tee "$OUT/gpu_check.txt"
+if [ "$workload" = llm ]; then
+    # Each framework's runner against its bare loop (the same Llama and AdamW, no harness).
+    for framework in pytorch jax; do
+        stage "llm_overhead: the $framework runner vs its bare loop at llama_small"
+        python=$torch_python
+        [ "$framework" = jax ] && python=$jax_python
+        timeout -k 10 $((check_s / 2)) "$snakemake_python" benchmarks/llm_overhead.py --framework "$framework" \
+            --python "$python" "${llm_args[@]}" 2>&1 | tee -a "$OUT/llm_overhead.txt"
+    done
+else
+    stage "gpu_check: runner (window sync) vs per-step sync vs bare loop"
+    flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
+        "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)
+    timeout -k 10 "$check_s" "$torch_python" benchmarks/gpu_check.py "${check_args[@]}" \
+        --precisions fp32 amp --compile off --flops-per-sample "$flops" 2>&1 | tee "$OUT/gpu_check.txt"
+fi
 
 stage "the archive: raw step logs, tables, figures, report, and the config files in merge order"
 mkdir -p "$work/configs"
 cp config/config.yaml "$work/configs/1-config.yaml"
-cp config/grids/gpu_single.yaml "$work/configs/2-gpu_single.yaml"
+cp "$grid" "$work/configs/2-$(basename "$grid")"
 cp "$work/site.yaml" "$work/configs/3-site.yaml"
 cp "$work/overrides.yaml" "$work/configs/4-overrides.yaml"
 tar -C "$work" -czf "$OUT/gpu_campaign.tar.gz" configs \

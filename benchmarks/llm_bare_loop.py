@@ -40,6 +40,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (the runner's amp)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     return p.parse_args()
 
 
@@ -57,9 +58,9 @@ def jax_loop(args) -> None:
     import os
 
     allowed = sorted(os.sched_getaffinity(0))
-    if args.threads < len(allowed):  # XLA:CPU sizes its pool by the CPUs it may use (the runner's cpu_share)
+    if args.device == "cpu" and args.threads < len(allowed):  # XLA:CPU sizes its pool by the CPUs it may use
         os.sched_setaffinity(0, allowed[: args.threads])
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("JAX_PLATFORMS", args.device)
     from types import SimpleNamespace
 
     import jax
@@ -184,6 +185,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     model = (llm.Llama(args.model) if args.definition == "dlbench" else transformers_llama(args.model)).train()
+    model.to(args.device)
     optimizer, schedule = llm.optimizer(model.parameters(), compiled=False)
     spec = SimpleNamespace(
         coords=SimpleNamespace(model=args.model),
@@ -192,11 +194,12 @@ def main() -> None:
         seq_len=args.seq_len,
         dist=SimpleNamespace(world_size=1, rank=0),
     )
-    tokens = llm.tokens(spec, torch.Generator().manual_seed(1))
+    tokens = llm.tokens(spec, torch.Generator().manual_seed(1)).to(args.device)
+    sync = torch.cuda.synchronize if args.device == "cuda" else lambda: None
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+        autocast = torch.autocast(args.device, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
         with autocast:
             loss = llm.loss(model, tokens)
         loss.backward()
@@ -206,9 +209,11 @@ def main() -> None:
 
     for _ in range(args.warmup):
         step()
+    sync()
     start = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
+    sync()
     report(f"pytorch {torch.__version__}", args, time.perf_counter() - start, loss.item(), torch.get_num_threads())
 
 

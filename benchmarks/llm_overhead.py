@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -31,27 +32,38 @@ sys.path.insert(0, str(REPO))
 ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
 
 
-def python(framework: str) -> str:
-    return str(REPO / ".venvs" / framework / "bin" / "python")
+def python(args) -> str:
+    return args.python or str(REPO / ".venvs" / args.framework / "bin" / "python")
+
+
+def environment(args) -> dict:
+    """The children's environment: bare on the CPU; on a GPU the machine's own (its CUDA set-up)."""
+    return ENV if args.device == "cpu" else {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def bare(args) -> float:
-    command = [python(args.framework), "benchmarks/llm_bare_loop.py", "--framework", args.framework]
+    command = [python(args), "benchmarks/llm_bare_loop.py", "--framework", args.framework, "--model", args.model]
     command += ["--batch", str(args.batch), "--seq-len", str(args.seq_len), "--definition", args.definition]
     command += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
-    out = subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, check=True).stdout
-    return float(re.findall(r"([0-9.]+) tokens/s", out)[-1])
+    command += ["--device", args.device, *(["--bf16"] if args.precision == "amp" else [])]
+    run = subprocess.run(command, cwd=REPO, env=environment(args), capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise SystemExit(f"the bare loop failed: {run.stderr[-2000:]}")
+    return float(re.findall(r"([0-9.]+) tokens/s", run.stdout)[-1])
 
 
 def runner(args) -> float:
     run_dir = Path(tempfile.mkdtemp())
-    coords = ["--framework", args.framework, "--model", "llama_small", "--precision", "fp32", "--data", "synthetic"]
-    coords += ["--batch", str(args.batch), "--scale", "1x1", "--strategy", "single", "--repeat", "1"]
+    coords = ["--framework", args.framework, "--model", args.model, "--precision", args.precision]
+    coords += ["--data", "synthetic", "--batch", str(args.batch), "--scale", "1x1", "--strategy", "single"]
+    coords += ["--repeat", "1"]
     options = ["--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", str(args.warmup)]
     options += ["--measured-steps", str(args.steps), "--statistic", "mean", "--seq-len", str(args.seq_len)]
-    options += ["--threads", str(args.threads)]
-    launch = [python(args.framework), "-m", "dlbench.launch", *coords, *options]
-    subprocess.run(launch, cwd=REPO, env=ENV, capture_output=True, check=True)
+    options += ["--threads", str(args.threads), "--device", args.device]
+    launch = [python(args), "-m", "dlbench.launch", *coords, *options]
+    run = subprocess.run(launch, cwd=REPO, env=environment(args), capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise SystemExit(f"the runner failed: {run.stderr[-2000:]}")
     records = [json.loads(line) for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines()]
     measured = [r for r in records if r.get("type") == "step" and r["phase"] == "measure"]
     return sum(s["samples"] for s in measured) / (measured[-1]["t_end"] - measured[0]["t_start"])
@@ -67,6 +79,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", default="llama_small")
+    p.add_argument("--precision", choices=("fp32", "amp"), default="fp32", help="amp: bf16 autocast in both")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--python", default=None, help="the interpreter (default: .venvs/<framework>); a site's own")
     args = p.parse_args()
     from dlbench.analysis import stats
 

@@ -300,3 +300,22 @@ def test_jax_builds_every_llama_with_its_parameters():
     )
     out = json.loads(equivalence.run_script(framework_python("jax"), code, env={"JAX_PLATFORMS": "cpu"}))
     assert out == PARAMETERS
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "jax"])
+def test_the_independent_llama_definition_trains_with_llama_smalls_parameters(framework):
+    """benchmarks/llm_bare_loop.py --definition transformers: transformers' (Flax)LlamaForCausalLM
+    built from llama_small's shape; it exits naming the count when the parameters differ (JAX:
+    transformers 4.57 in the JAX lock, the last with Flax classes, must still run on its JAX)."""
+    import subprocess
+
+    if not framework_python(framework).exists():
+        pytest.skip(f"the {framework} environment is not built")
+    command = [str(framework_python(framework)), "benchmarks/llm_bare_loop.py", "--framework", framework]
+    command += ["--definition", "transformers", "--seq-len", "32", "--steps", "2", "--warmup", "1"]
+    env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run(command, cwd=equivalence.REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    tokens_per_s, loss = re.search(r"([0-9.]+) tokens/s \(.*loss ([0-9.]+)\)", run.stdout).groups()
+    assert float(tokens_per_s) > 0
+    assert 9.0 < float(loss) < 11.5  # about ln(32000) = 10.4 after two steps from random init
