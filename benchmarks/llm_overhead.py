@@ -18,7 +18,6 @@ the median ratio with its 95 % bootstrap interval (dlbench.analysis.stats.ratio_
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -29,6 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from dlbench.analysis import stats  # noqa: E402 (the repository on the path first)
+from dlbench.steplog import rank_log_name, read_steplog  # noqa: E402
+
 ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
 
 
@@ -64,9 +66,9 @@ def runner(args) -> float:
     run = subprocess.run(launch, cwd=REPO, env=environment(args), capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise SystemExit(f"the runner failed: {run.stderr[-2000:]}")
-    records = [json.loads(line) for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines()]
-    measured = [r for r in records if r.get("type") == "step" and r["phase"] == "measure"]
-    return sum(s["samples"] for s in measured) / (measured[-1]["t_end"] - measured[0]["t_start"])
+    measured = read_steplog(run_dir / rank_log_name(0)).measured_steps()
+    window = measured[-1]["t_end"] - measured[0]["t_start"]
+    return stats.window_throughput(sum(s["samples"] for s in measured), window)
 
 
 def main() -> int:
@@ -84,8 +86,6 @@ def main() -> int:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--python", default=None, help="the interpreter (default: .venvs/<framework>); a site's own")
     args = p.parse_args()
-    from dlbench.analysis import stats
-
     bares, runners = [], []
     for i in range(args.rounds):
         for arm in ("bare", "runner") if i % 2 == 0 else ("runner", "bare"):

@@ -72,21 +72,19 @@ class StepLogWriteError(OSError):
     """A step log that could not be written (disk full, quota, I/O error); names the file."""
 
 
-class StepLogWriter:
-    """Writes one rank's step log; refuses to overwrite an existing log.
+class RawLogWriter:
+    """One raw JSON Lines log (a rank's evidence): opened with "x", so an existing log is
+    never overwritten; the header written and flushed at once (a killed process still leaves
+    it); records; a footer; then read-only. An OSError other than an existing log becomes a
+    StepLogWriteError naming the file. The step log's writer, and the prescreen's."""
 
-    The header is written and flushed at once (a killed run still leaves evidence);
-    step records are kept in memory during the timed loop and written with the
-    footer, so no file I/O happens between timestamps. `header`: a `Header`, or a
-    mapping of header fields (tests write partial headers).
-    """
+    noun = "log"  # in the error's text
 
-    def __init__(self, path: str | os.PathLike, header: Header | dict):
+    def __init__(self, path: str | os.PathLike, header: dict):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # "x": never overwrite a raw log, whatever happens upstream.
         self._file = self._io(lambda: open(self.path, "x", encoding="utf-8"))
-        self._write(header.record() if isinstance(header, Header) else {"type": "header", "schema": SCHEMA, **header})
+        self._write(header)
         self._io(self._file.flush)
         self._closed = False
 
@@ -97,31 +95,52 @@ class StepLogWriter:
         except FileExistsError:
             raise
         except OSError as exc:
-            raise StepLogWriteError(exc.errno, f"cannot write step log {self.path}: {exc.strerror}") from exc
+            raise StepLogWriteError(exc.errno, f"cannot write {self.noun} {self.path}: {exc.strerror}") from exc
 
     def _write(self, record: dict) -> None:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
         self._io(lambda: self._file.write(line))
 
-    def write_steps(self, steps: list[dict]) -> None:
-        for step in steps:
-            self._write({"type": "step", **step})
+    def write_records(self, records) -> None:
+        for record in records:
+            self._write(record)
         self._io(self._file.flush)
 
-    def close(self, status: str, error: str | None = None, **extra) -> None:
+    def finish(self, footer: dict) -> None:
+        """Write the footer and close; the log is read-only from then on."""
         if self._closed:
             return
-        if status not in STATUSES:
-            raise ValueError(f"unknown step-log status {status!r}")
         self._closed = True
         try:
-            self._write({"type": "footer", "status": status, "error": error, **extra})
+            self._write(footer)
             self._io(self._file.close)
         finally:
             with contextlib.suppress(OSError):  # a failed flush leaves the file open
                 self._file.close()
-        # Raw logs are evidence: make them read-only once complete.
         os.chmod(self.path, 0o444)
+
+
+class StepLogWriter(RawLogWriter):
+    """Writes one rank's step log; refuses to overwrite an existing log.
+
+    Step records are kept in memory during the timed loop and written with the footer, so
+    no file I/O happens between timestamps. `header`: a `Header`, or a mapping of header
+    fields (tests write partial headers).
+    """
+
+    noun = "step log"
+
+    def __init__(self, path: str | os.PathLike, header: Header | dict):
+        record = header.record() if isinstance(header, Header) else {"type": "header", "schema": SCHEMA, **header}
+        super().__init__(path, record)
+
+    def write_steps(self, steps: list[dict]) -> None:
+        self.write_records({"type": "step", **step} for step in steps)
+
+    def close(self, status: str, error: str | None = None, **extra) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown step-log status {status!r}")
+        self.finish({"type": "footer", "status": status, "error": error, **extra})
 
 
 @dataclass

@@ -151,3 +151,14 @@ def test_header_is_filled_from_the_run_spec(fake_framework, tmp_path):
     assert header["framework"] == {"name": "pytorch", "options": options, "optimizer": optimizer, "version": "0.0-test"}
     assert header["protocol"] == PROTOCOL
     jsonschema.validate(header, json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text()))
+
+
+def test_a_strategy_for_some_model_kinds_refuses_the_others_before_any_build():
+    """The shared check every framework's launch passes (planning makes such a cell N/A)."""
+    cnn = types.SimpleNamespace(coords=make_coords(framework="jax", model="resnet50", strategy="mesh_fsdp"))
+    with pytest.raises(ValueError, match=r"^jax: mesh_fsdp trains llm models only \(.*\): resnet50 is image$"):
+        worker.check_model_kind(cnn)
+    for model, strategy in (("llama_small", "mesh_fsdp"), ("resnet50", "sharded"), ("resnet50", "single")):
+        worker.check_model_kind(
+            types.SimpleNamespace(coords=make_coords(framework="jax", model=model, strategy=strategy))
+        )

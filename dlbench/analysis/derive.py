@@ -14,7 +14,7 @@ import pandas as pd
 from dlbench.analysis import environment, prescreen, tables
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
 from dlbench.planning.grid import Grid
-from dlbench.planning.schema import schema_defaults
+from dlbench.planning.schema import settings
 
 TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json")
 CAMPAIGN_FILE = "campaign.json"
@@ -56,10 +56,10 @@ def flops_counts(paths) -> dict[str, float]:
 def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[str, float] | None = None) -> Derived:
     """Every derived file of the runs of `experiment` whose raw logs lie below `root`, with the
     config's analysis settings (the schema's defaults where `config` has none)."""
-    analysis = {**schema_defaults("analysis"), **config.get("analysis", {})}
-    peak_tflops = {**schema_defaults("run"), **config.get("run", {})}["peak_tflops"]
+    analysis = settings(config, "analysis")
+    peak_tflops = settings(config, "run")["peak_tflops"]
     runs, cells = tables.build(experiment, root, noisy_cv=analysis["noisy_cv"], flops=flops, peak_tflops=peak_tflops)
-    screened = prescreen.table(root, {**schema_defaults("prescreen"), **config.get("prescreen", {})}["min_share"])
+    screened = prescreen.table(root, settings(config, "prescreen")["min_share"])
     if screened is not None:
         cells = prescreen.flag_cells(cells, runs, screened)
     files = {

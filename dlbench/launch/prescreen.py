@@ -6,7 +6,6 @@ Stdlib only. docs/slurm.md, Communication prescreen."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from dlbench import provenance
 from dlbench.runners import framework_module
+from dlbench.steplog import RawLogWriter
 
 SCHEMA = "dlbench.allreduce/1"
 LOG_GLOB = "rank*.allreduce.jsonl"
@@ -47,30 +47,29 @@ def run_prescreen_rank(request, dist) -> int:
         "start_time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "provenance": provenance.collect(request.env_lock, slurm_request=request.slurm_request()),
     }
+    footer = {"type": "footer", "status": "ok", "error": None}
     try:
-        out = open(path, "x", encoding="utf-8")  # noqa: SIM115 ("x": a raw log is never overwritten)
-    except OSError as exc:
+        measured = framework_module(request.coords.framework).allreduce_times(
+            dist,
+            request.device,
+            sizes_from_text(request.sizes),
+            request.warmup_steps,
+            request.measured_steps,
+            request.threads // max(1, dist.local_world_size),
+        )
+        header["backend"] = measured["backend"]
+        records = [{"type": "size", **record} for record in measured["records"]]
+    except Exception as exc:  # a result, not a crash: the table shows why
+        traceback.print_exc()
+        records, footer = [], {"type": "footer", "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    # Written once measured (the header names the backend the measurement chose).
+    try:
+        log = RawLogWriter(path, header)
+        log.write_records(records)
+        log.finish(footer)
+    except OSError as exc:  # an existing log (never overwritten), a full disk
         print(f"dlbench: cannot write {path}: {exc}", flush=True)
         return 1
-    with contextlib.closing(out):
-        footer = {"type": "footer", "status": "ok", "error": None}
-        try:
-            measured = framework_module(request.coords.framework).allreduce_times(
-                dist,
-                request.device,
-                sizes_from_text(request.sizes),
-                request.warmup_steps,
-                request.measured_steps,
-                request.threads // max(1, dist.local_world_size),
-            )
-            header["backend"] = measured["backend"]
-            lines = [header] + [{"type": "size", **record} for record in measured["records"]]
-        except Exception as exc:  # a result, not a crash: the table shows why
-            traceback.print_exc()
-            lines, footer = [header], {"type": "footer", "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        for record in [*lines, footer]:
-            out.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
-    os.chmod(path, 0o444)
     return 0
 
 

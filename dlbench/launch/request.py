@@ -24,6 +24,8 @@ PYTHON_ENVS = ("lock", "site")
 TASKS = ("train", "prescreen")
 # How a Slurm job asks for GPUs (run.gpu_request; docs/slurm.md, Site knobs).
 GPU_REQUESTS = ("gpus-per-node", "gres", "gpus")
+# The run's Slurm settings beyond its shape (config run.<knob>; fields of the same names below).
+SITE_KNOBS = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
 
 
 def registrar(registry: dict, names: tuple[str, ...], what: str):
@@ -89,8 +91,7 @@ class LaunchRequest:
         """What the run asked of Slurm beyond its shape (the header records it); None unless srun."""
         if self.launcher != "srun":
             return None
-        keys = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
-        return {key: getattr(self, key) for key in keys}
+        return {key: getattr(self, key) for key in SITE_KNOBS}
 
     def to_argv(self) -> list[str]:
         """The command line `from_argv` reads back; options at their default are left out."""

@@ -19,7 +19,7 @@ import traceback
 from dlbench import __version__
 from dlbench.launch import energy
 from dlbench.models import samples_per_example
-from dlbench.runners import framework_module
+from dlbench.runners import capabilities, framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
 from dlbench.workload import optimizer_settings
@@ -188,6 +188,15 @@ def apply_memory_cap(cap_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def check_model_kind(spec: RunSpec) -> None:
+    """A strategy for some model kinds only (Strategy.model_kinds) refuses the others: planning
+    makes such a cell N/A, and a launch by hand fails with the same reason in its log."""
+    strategy = capabilities(spec.coords.framework).strategy(spec.coords.strategy)
+    wrong_kind = strategy and strategy.model_unavailable(spec.coords.model)
+    if wrong_kind:
+        raise ValueError(f"{spec.coords.framework}: {wrong_kind}")
+
+
 def run_rank(
     spec: RunSpec,
     protocol: dict,
@@ -211,6 +220,7 @@ def run_rank(
     status, error = "ok", None
     start_time = _utc_now()
     try:
+        check_model_kind(spec)
         runner = module.Runner(spec)
         runner.import_framework()
         apply_memory_cap(memory_cap_mb)

@@ -22,7 +22,7 @@ from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
 from dlbench.images import apptainer as containers
 from dlbench.images import podman as images
 from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
-from dlbench.launch.request import LaunchRequest
+from dlbench.launch.request import SITE_KNOBS, LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.planning import datasets as data_paths
 from dlbench.runners import env_name, framework_names, processes_per_node
@@ -32,10 +32,6 @@ from dlbench.runners.plugin import Capabilities
 IMAGE_RECORD = "results/containers/{framework}.image.json"
 # Where the environment build leaves its stamp (envs.smk), below the framework's venv.
 ENV_STAMP = ".dlbench-env"
-
-
-# run's Slurm settings that the launcher's srun applies (LaunchRequest fields of the same names).
-SITE_KNOBS = ("gpu_request", "gpu_type", "exclusive", "cpu_bind", "distribution")
 
 
 class DeploymentError(ValueError):

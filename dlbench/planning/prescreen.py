@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dlbench.coords import RunCoords, Scale
 from dlbench.launch.request import LaunchRequest
 from dlbench.planning.jobs import JobShape
-from dlbench.runners import capabilities
+from dlbench.runners import capabilities, framework_names
 
 # Where a shape's measurement lives: its launch.json (the file Snakemake tracks) and rank logs.
 PRESCREEN_DIR = "results/prescreen/{scale}"
@@ -82,8 +82,6 @@ def plan(config: dict, train_shapes) -> Plan | None:
 def _framework(config: dict, settings: dict) -> str | None:
     if settings["framework"]:
         name = settings["framework"]
-        from dlbench.runners import framework_names
-
         if name not in framework_names() or not capabilities(name).allreduce:
             measuring = [fw for fw in framework_names() if capabilities(fw).allreduce]
             raise PrescreenError(

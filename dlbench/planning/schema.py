@@ -32,6 +32,12 @@ def schema_defaults(*keys: str, schema_path: str = CONFIG_SCHEMA) -> dict:
     return {name: copy.deepcopy(prop["default"]) for name, prop in node["properties"].items() if "default" in prop}
 
 
+def settings(config: dict, section: str) -> dict:
+    """The config's `section` with the schema's defaults under what it sets (a config read
+    without fill_defaults, e.g. a stored campaign's, may lack keys added since)."""
+    return {**schema_defaults(section), **(config.get(section) or {})}
+
+
 def _path(error) -> str:
     parts = []
     for part in error.absolute_path:

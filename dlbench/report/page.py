@@ -218,6 +218,6 @@ def render_files(
 
 
 def _min_share(config: dict) -> float:
-    from dlbench.planning.schema import schema_defaults
+    from dlbench.planning.schema import settings
 
-    return {**schema_defaults("prescreen"), **(config.get("prescreen") or {})}["min_share"]
+    return settings(config, "prescreen")["min_share"]

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench import labels
+from dlbench.analysis.derive import PRESCREEN_FILE
 from dlbench.analysis.stats import finite
-
-TABLE = "prescreen.csv"
+from dlbench.findings import vocabulary as fnd
 
 
 def size_text(size) -> str:
@@ -53,7 +54,7 @@ def _row(r: pd.Series) -> dict:
 def section(tables_dir: str | Path, cells: pd.DataFrame, min_share: float) -> dict | None:
     """The section's data (templates/sections/prescreen.html.j2) from `tables_dir`/prescreen.csv,
     None where there is none."""
-    path = Path(tables_dir) / TABLE
+    path = Path(tables_dir) / PRESCREEN_FILE
     if not path.exists():
         return None
     table = pd.read_csv(path, keep_default_na=False, na_values=[""])
@@ -63,9 +64,5 @@ def section(tables_dir: str | Path, cells: pd.DataFrame, min_share: float) -> di
         backends=", ".join(sorted(set(table["backend"].dropna().astype(str)))) or "no backend recorded",
         min_share=min_share,
         rows=[_row(r) for _, r in table.iterrows()],
-        cells=[
-            f"{c['framework']} {c['model']} {c['precision']} {c['data']} bs{c['batch']} {c['scale']} "
-            f"{c['strategy']}: {c['prescreen']}"
-            for _, c in flagged.iterrows()
-        ],
+        cells=[f"{labels.cell_label(fnd.cell_key(c))}: {c['prescreen']}" for _, c in flagged.iterrows()],
     )

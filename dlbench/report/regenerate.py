@@ -14,8 +14,9 @@ import yaml
 from dlbench import report
 from dlbench.analysis import references, tables
 from dlbench.analysis.derive import FILES, derive, flops_counts, pipeline_paths
-from dlbench.planning.config import REPO, checked_grid, schema_defaults
+from dlbench.planning.config import REPO, checked_grid
 from dlbench.planning.grid import Grid
+from dlbench.planning.schema import settings
 
 OUTPUTS = (*FILES, "references.csv", "index.html")
 FLOPS_DIR = Path("results/flops")
@@ -47,9 +48,10 @@ def regenerate(
         flops = flops_counts(sorted((root / FLOPS_DIR).glob("*.json")))
     derived = derive(experiment, config, root, flops)
     derived.write(paths)
-    settings = {**schema_defaults("references"), **config.get("references", {})}
-    published = published_path or Path(REPO, settings["published"])  # relative: to the repository
-    paths["references.csv"].write_bytes(tables.csv_bytes(references.compare(derived.cells, settings, published)))
+    reference_settings = settings(config, "references")
+    published = published_path or Path(REPO, reference_settings["published"])  # relative: to the repository
+    compared = references.compare(derived.cells, reference_settings, published)
+    paths["references.csv"].write_bytes(tables.csv_bytes(compared))
     html = report.render_files(
         paths["cells.csv"],
         paths["runs.csv"],

@@ -104,10 +104,6 @@ class Runner(BaseRunner):
         from dlbench.runners.jax import models, train
 
         spec, jax = self.spec, self.jax
-        strategy = CAPABILITIES.strategy(spec.coords.strategy)
-        wrong_kind = strategy and strategy.model_unavailable(spec.coords.model)
-        if wrong_kind:
-            raise ValueError(f"jax: {wrong_kind}")
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         self._last = None
         if CATALOGUE[spec.coords.model]["kind"] == "llm":
