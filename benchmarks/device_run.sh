@@ -9,10 +9,12 @@
 #   bash benchmarks/device_run.sh --cpu    # the same path here, first: the venvs stand in for
 #                                          # the site's Python, the CPU for the GPU, toy sizes
 #   bash benchmarks/device_run.sh --llm    # the LLM line instead (config/grids/gpu_single_llm.yaml:
-#                                          # Llama 3.2 1B, bf16; then benchmarks/llm_overhead.py
-#                                          # for PyTorch and JAX at llama_small); with --cpu too
-# Stages have their own time limits, so that one that hangs leaves the others their time;
-# a stage that fails is reported and the next one still runs.
+#                                          # Llama 3.2 1B, bf16; then benchmarks/llm_gpu_check.py
+#                                          # for PyTorch and JAX, then the pipeline again with
+#                                          # torch.compile if time is left); with --cpu too
+# Stages have their own time limits inside one budget (BUDGET_S), so that one that hangs leaves
+# the others their time; each stage's end (ok, exit status, or TIMED OUT) goes to the log and
+# to stages.txt, which the archives carry; a stage that fails does not stop the next.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -31,7 +33,28 @@ work=${DEVICE_WORK:-$(mktemp -d)}
 mkdir -p "$OUT" "$work"
 exec > >(tee "$OUT/device_run.log") 2>&1
 start=$SECONDS
+budget=${BUDGET_S:-540}
 stage() { echo; echo "== [$((SECONDS - start)) s] $*"; }
+# run_stage NAME LIMIT_S COMMAND...: at most LIMIT_S and what is left of the budget (less 20 s
+# for the archives); its end is recorded, a time-out by name.
+run_stage() {
+    local name=$1 limit=$2 left rc
+    shift 2
+    left=$((budget - (SECONDS - start) - 20))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 30 ]; then
+        echo "$name: SKIPPED, ${left} s of the ${budget} s budget left" | tee -a "$OUT/stages.txt"
+        return 0
+    fi
+    stage "$name (at most $limit s)"
+    timeout -k 10 "$limit" "$@"
+    rc=$?
+    case $rc in
+        0) echo "$name: ok in $((SECONDS - start)) s" ;;
+        124 | 137) echo "$name: TIMED OUT after $limit s (what it finished is kept)" ;;
+        *) echo "$name: exit status $rc" ;;
+    esac | tee -a "$OUT/stages.txt"
+}
 
 if [ "$mode" = --cpu ]; then
     torch_python=$repo/.venvs/pytorch/bin/python jax_python=$repo/.venvs/jax/bin/python
@@ -40,20 +63,20 @@ if [ "$mode" = --cpu ]; then
 grid: {batch_per_device: [2]}
 protocol: {warmup_steps: 1, measured_steps: 3, repeats: 2}"
     check_args=(--device cpu --batch 2 --image-size 32 --warmup 1 --steps 2 --rounds 2)
-    llm_args=(--device cpu --precision amp --batch 2 --seq-len 64 --warmup 2 --steps 3 --rounds 2)
+    llm_args=(--device cpu --model llama_small --batch 2 --seq-len 64 --warmup 1 --steps 3 --rounds 2 --threads 2)
     [ "$workload" = llm ] && overrides="run: {device: cpu, seq_len: 64, threads: 2, time_limit_s: 120}
 grid: {models: [llama_small], batch_per_device: [2]}
 protocol: {warmup_steps: 2, measured_steps: 3, repeats: 2}"
-    pipeline_s=600 check_s=300
+    budget=${BUDGET_S:-900} pipeline_s=400 check_s=200 compiled_s=300
 else
     torch_python=$(command -v python3) jax_python=$(command -v python3) snakemake_python=$(command -v python3)
     overrides=""
     check_args=(--batch 128 --warmup 8 --steps 25 --rounds 4)
-    llm_args=(--device cuda --precision amp --batch 8 --seq-len 2048 --warmup 10 --steps 50 --rounds 4)
-    # The LLM line's check starts 16 processes (4 rounds, 2 arms, 2 frameworks): 200 s.
-    checks_default=100
-    [ "$workload" = llm ] && checks_default=200
-    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-$checks_default}
+    # Llama 3.2 1B, 4 x 2048 tokens: a step is ~0.15-0.2 s at 35-45 % MFU; each check builds
+    # the runner and the reference in one process (2 x 20 GB of state; an H200's 141 GB).
+    llm_args=(--device cuda --model llama3_1b --batch 4 --seq-len 2048 --warmup 3 --steps 10 --rounds 6)
+    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100} compiled_s=${COMPILED_S:-240}
+    [ "$workload" = llm ] && pipeline_s=${PIPELINE_S:-270} check_s=${CHECK_S:-150}
 fi
 
 stage "the machine"
@@ -62,7 +85,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.s
 "$torch_python" - <<'EOF'
 import importlib, platform, sys
 print("python", platform.python_version(), sys.executable)
-for name in ("torch", "torchvision", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "pynvml"):
+for name in ("torch", "torchvision", "transformers", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "pynvml"):
     try:
         module = importlib.import_module(name)
         print(f"{name} {getattr(module, '__version__', '?')}")
@@ -87,46 +110,63 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$repo"
 "$snakemake_python" -m snakemake --version || echo "snakemake: not importable"
 
-stage "the pipeline: $grid in the site's Python ($torch_python)"
 cat >"$work/site.yaml" <<EOF
 run:
   python: {pytorch: $torch_python, jax: $jax_python}
 EOF
 [ -n "$overrides" ] && printf '%s\n' "$overrides" >"$work/overrides.yaml" || echo "{}" >"$work/overrides.yaml"
-mkdir -p "$work/pipeline"
-# JAX compiles ResNet-50 in every process: its persistent cache lets repeats 2 and 3 reuse it.
+# JAX compiles its step in every process: its persistent cache lets repeats 2 and 3 reuse it.
 export JAX_COMPILATION_CACHE_DIR="$work/jax-cache"
-timeout -k 10 "$pipeline_s" "$snakemake_python" -m snakemake -s "$repo/Snakefile" -d "$work/pipeline" \
-    --profile "$repo/profiles/local" --cores "$(nproc)" --resources gpu=1 --scheduler greedy \
-    --configfile "$repo/$grid" "$work/site.yaml" "$work/overrides.yaml"
-echo "pipeline exit status: $?"
-cat "$work/pipeline/results/tables/cells.md" 2>/dev/null | head -40
-cat "$work/pipeline/results/audit/verdict.txt" 2>/dev/null
+
+# pipeline DIR ARCHIVE [CONFIG...]: the grid in DIR, then its archive in $OUT: raw step logs,
+# tables, figures, report, the config files in merge order and stages.txt.
+pipeline() {
+    local name=$1 dir=$work/$1 archive=$2 configs=$work/configs-$1
+    shift 2
+    mkdir -p "$dir" "$configs"
+    cp config/config.yaml "$configs/1-config.yaml"
+    cp "$grid" "$configs/2-$(basename "$grid")"
+    cp "$work/site.yaml" "$configs/3-site.yaml"
+    cp "$work/overrides.yaml" "$configs/4-overrides.yaml"
+    local n=5 extra
+    for extra in "$@"; do cp "$extra" "$configs/$n-$(basename "$extra")" && n=$((n + 1)); done
+    run_stage "pipeline $name: $grid in the site's Python" "$pipeline_s" \
+        "$snakemake_python" -m snakemake -s "$repo/Snakefile" -d "$dir" --profile "$repo/profiles/local" \
+        --cores "$(nproc)" --resources gpu=1 --scheduler greedy --configfile "$configs"/*.yaml
+    cat "$dir/results/tables/cells.md" 2>/dev/null | head -40
+    cat "$dir/results/audit/verdict.txt" 2>/dev/null
+    cp "$OUT/stages.txt" "$dir/stages.txt" 2>/dev/null
+    stage "the archive $archive"
+    tar -C "$work" -czf "$OUT/$archive" --transform "s,^configs-$name,configs,;s,^$name/,pipeline/," "configs-$name" \
+        $(cd "$work" && ls -d "$name/results" "$name/logs" "$name/.snakemake/log" "$name/stages.txt" 2>/dev/null) ||
+        echo "tar: failed"
+}
+
+pipeline pipeline gpu_campaign.tar.gz
 
 if [ "$workload" = llm ]; then
-    # Each framework's runner against its bare loop (the same Llama and AdamW, no harness).
-    for framework in pytorch jax; do
-        stage "llm_overhead: the $framework runner vs its bare loop at llama_small"
-        python=$torch_python
-        [ "$framework" = jax ] && python=$jax_python
-        timeout -k 10 $((check_s / 2)) "$snakemake_python" benchmarks/llm_overhead.py --framework "$framework" \
-            --python "$python" "${llm_args[@]}" 2>&1 | tee -a "$OUT/llm_overhead.txt"
-    done
+    # Each runner beside transformers' definition of the same Llama, in one process per framework.
+    run_stage "llm_gpu_check pytorch" "$check_s" "$torch_python" benchmarks/llm_gpu_check.py \
+        --framework pytorch "${llm_args[@]}" --json "$OUT/llm_check_pytorch.json"
+    # FlaxLlamaForCausalLM left transformers after 4.57: its wheels in a folder of their own.
+    flax_path=$PYTHONPATH
+    if compgen -G ".whl-flax/*.whl" >/dev/null; then
+        "$jax_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$work/flax-reference" .whl-flax/*.whl && flax_path=$work/flax-reference:$PYTHONPATH
+    fi
+    PYTHONPATH=$flax_path run_stage "llm_gpu_check jax" "$check_s" "$jax_python" benchmarks/llm_gpu_check.py \
+        --framework jax "${llm_args[@]}" --json "$OUT/llm_check_jax.json"
+    # torch.compile's gain in the pipeline itself: PyTorch again, compiled (Inductor's cache
+    # lets repeats 2 and 3 skip most of the compile).
+    printf 'grid: {frameworks: [pytorch]}\nrun: {compile: true}\n' >"$work/compiled.yaml"
+    pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
 else
-    stage "gpu_check: runner (window sync) vs per-step sync vs bare loop"
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)
-    timeout -k 10 "$check_s" "$torch_python" benchmarks/gpu_check.py "${check_args[@]}" \
-        --precisions fp32 amp --compile off --flops-per-sample "$flops" 2>&1 | tee "$OUT/gpu_check.txt"
+    run_stage "gpu_check: runner (window sync) vs per-step sync vs bare loop" "$check_s" \
+        "$torch_python" benchmarks/gpu_check.py "${check_args[@]}" --precisions fp32 amp --compile off \
+        --flops-per-sample "$flops"
 fi
-
-stage "the archive: raw step logs, tables, figures, report, and the config files in merge order"
-mkdir -p "$work/configs"
-cp config/config.yaml "$work/configs/1-config.yaml"
-cp "$grid" "$work/configs/2-$(basename "$grid")"
-cp "$work/site.yaml" "$work/configs/3-site.yaml"
-cp "$work/overrides.yaml" "$work/configs/4-overrides.yaml"
-tar -C "$work" -czf "$OUT/gpu_campaign.tar.gz" configs \
-    $(cd "$work" && ls -d pipeline/results pipeline/logs pipeline/.snakemake/log 2>/dev/null) || echo "tar: failed"
 ls -la "$OUT"
 stage "done"
+cat "$OUT/stages.txt"

@@ -41,6 +41,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (the runner's amp)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument(
+        "--plain-rope",
+        action="store_true",
+        help="JAX transformers definition: drop Llama 3.1's RoPE scaling (speed only)",
+    )
     return p.parse_args()
 
 
@@ -53,8 +58,9 @@ def report(framework: str, args, elapsed: float, loss: float, threads: int) -> N
     )
 
 
-def jax_loop(args) -> None:
-    """Flax Llama, optax AdamW, one jitted step with the state donated; the runner's tokens."""
+def jax_trainer(args):
+    """Flax Llama, optax AdamW, one jitted step with the state donated; the runner's tokens.
+    Returns (step, sync): step() enqueues one step, sync() waits for the last one's loss."""
     import os
 
     allowed = sorted(os.sched_getaffinity(0))
@@ -71,7 +77,7 @@ def jax_loop(args) -> None:
 
     dtype = jnp.bfloat16 if args.bf16 else jnp.float32
     if args.definition == "transformers":
-        params, logits_of = flax_transformers_llama(args.model, dtype)
+        params, logits_of = flax_transformers_llama(args.model, dtype, args.seq_len, getattr(args, "plain_rope", False))
     else:
         module = llm.Llama(args.model, dtype)
         params = module.init(jax.random.key(1), jnp.zeros((1, args.seq_len), jnp.int32))["params"]
@@ -80,7 +86,6 @@ def jax_loop(args) -> None:
             return module.apply({"params": params}, inputs)
 
     optim = llm.optimizer()
-    state = (params, optim.init(params))
     spec = SimpleNamespace(coords=SimpleNamespace(model=args.model), batch=args.batch, local_devices=1,
                            seq_len=args.seq_len, seed=1)  # fmt: skip
     tokens = jnp.asarray(llm.tokens(spec, 1, 0))
@@ -89,21 +94,24 @@ def jax_loop(args) -> None:
         logits = logits_of(params, tokens[:, :-1]).astype(jnp.float32)
         return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
-    def step(state, tokens):
+    def train_step(state, tokens):
         params, opt_state = state
         loss, grads = jax.value_and_grad(loss_fn)(params, tokens)
         updates, opt_state = optim.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
-    step = jax.jit(step, donate_argnums=(0,))
-    for _ in range(args.warmup):
-        state, loss = step(state, tokens)
-    loss.block_until_ready()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        state, loss = step(state, tokens)
-    loss.block_until_ready()
-    report(f"jax {jax.__version__}", args, time.perf_counter() - start, float(loss), args.threads)
+    compiled = jax.jit(train_step, donate_argnums=(0,))
+    held = {"state": (params, optim.init(params)), "loss": None}
+
+    def step():
+        held["state"], held["loss"] = compiled(held["state"], tokens)
+        return held["loss"]
+
+    def sync():
+        if held["loss"] is not None:
+            held["loss"].block_until_ready()
+
+    return step, sync
 
 
 def llama_config(model: str, **extra):
@@ -131,20 +139,37 @@ def check_parameters(name: str, model: str, count: int) -> None:
         raise SystemExit(f"{name} has {count} parameters, not {model}'s {llm.parameter_count(model)}")
 
 
-def flax_transformers_llama(model: str, dtype):
+def flax_transformers_llama(model: str, dtype, seq_len: int, plain_rope: bool = False):
     """transformers' FlaxLlamaForCausalLM of `model`'s shape, random init: (params, logits
-    function). Its rotary embedding knows no Llama 3.1 frequency scaling: llama_small only."""
+    function). Its rotary embedding knows no Llama 3.1 frequency scaling: a model with it is
+    refused unless `plain_rope` (for speed alone: the scaling changes RoPE's constant angles,
+    not one operation of the step). It has no tied head either: for a tied model (Llama 3.2
+    1B) its head's kernel is dropped and the embedding's transpose passed in its place. Its
+    attention keeps a causal mask of max_position_embeddings squared (131072² for the Llama 3
+    shapes): the positions are cut to `seq_len` (at least twice the head size, which its
+    sinusoid table slices by the positions' count), which changes nothing the step computes."""
     import jax
     from transformers import FlaxLlamaForCausalLM
 
+    from dlbench import llm
+
     config = llama_config(model)
-    if config.rope_scaling:
-        raise SystemExit(f"FlaxLlamaForCausalLM has no llama3 rope scaling: {model} needs it")
+    if config.rope_scaling and not plain_rope:
+        raise SystemExit(
+            f"FlaxLlamaForCausalLM has no llama3 rope scaling: {model} needs it (--plain-rope: speed only)"
+        )
+    config.rope_scaling = None
+    config.max_position_embeddings = max(seq_len, 2 * llm.shape(model).head_dim)
     network = FlaxLlamaForCausalLM(config, seed=1, dtype=dtype)
-    params = network.params
+    params = dict(network.params)
+    tied = config.tie_word_embeddings
+    if tied:
+        del params["lm_head"]
     check_parameters("FlaxLlamaForCausalLM", model, sum(x.size for x in jax.tree_util.tree_leaves(params)))
 
     def logits_of(params, inputs):
+        if tied:
+            params = {**params, "lm_head": {"kernel": params["model"]["embed_tokens"]["embedding"].T}}
         return network(inputs, params=params, train=False).logits
 
     return params, logits_of
@@ -171,13 +196,13 @@ def transformers_llama(model: str):
     return Logits()
 
 
-def main() -> None:
+def torch_trainer(args, compiled: bool = False):
+    """The runner's Llama (or transformers' LlamaForCausalLM) with the runner's AdamW, loss and
+    tokens; `compiled`: torch.compile'd model and optimizer step, as the runner compiles them.
+    Returns (step, sync)."""
     import contextlib
     from types import SimpleNamespace
 
-    args = parse_args()
-    if args.framework == "jax":
-        return jax_loop(args)
     import torch
 
     from dlbench.runners.pytorch import llm
@@ -186,27 +211,40 @@ def main() -> None:
     torch.manual_seed(1)
     model = (llm.Llama(args.model) if args.definition == "dlbench" else transformers_llama(args.model)).train()
     model.to(args.device)
-    optimizer, schedule = llm.optimizer(model.parameters(), compiled=False)
-    spec = SimpleNamespace(
-        coords=SimpleNamespace(model=args.model),
-        batch=args.batch,
-        local_devices=1,
-        seq_len=args.seq_len,
-        dist=SimpleNamespace(world_size=1, rank=0),
-    )
+    optimizer, schedule = llm.optimizer(model.parameters(), compiled=compiled)
+    optimizer_step = optimizer.step
+    if compiled:
+        model = torch.compile(model, dynamic=False)
+        optimizer_step = torch.compile(optimizer.step, dynamic=False)
+    spec = SimpleNamespace(coords=SimpleNamespace(model=args.model), batch=args.batch, local_devices=1,
+                           seq_len=args.seq_len, dist=SimpleNamespace(world_size=1, rank=0))  # fmt: skip
     tokens = llm.tokens(spec, torch.Generator().manual_seed(1)).to(args.device)
-    sync = torch.cuda.synchronize if args.device == "cuda" else lambda: None
+    device_type = torch.device(args.device).type
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        autocast = torch.autocast(args.device, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+        autocast = torch.autocast(device_type, dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
         with autocast:
             loss = llm.loss(model, tokens)
         loss.backward()
-        optimizer.step()
+        optimizer_step()
         schedule.step()
-        return loss
+        return loss.detach()
 
+    return step, (torch.cuda.synchronize if device_type == "cuda" else lambda: None)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.framework == "jax":
+        import jax
+
+        step, sync, name, threads = *jax_trainer(args), f"jax {jax.__version__}", args.threads
+    else:
+        import torch
+
+        step, sync = torch_trainer(args)
+        name, threads = f"pytorch {torch.__version__}", torch.get_num_threads()
     for _ in range(args.warmup):
         step()
     sync()
@@ -214,7 +252,7 @@ def main() -> None:
     for _ in range(args.steps):
         loss = step()
     sync()
-    report(f"pytorch {torch.__version__}", args, time.perf_counter() - start, loss.item(), torch.get_num_threads())
+    report(name, args, time.perf_counter() - start, float(loss), threads)
 
 
 if __name__ == "__main__":

@@ -136,3 +136,69 @@ def test_window_sync_without_warmup_times_from_the_first_sync():
     assert [s["phase"] for s in steps] == ["measure"] * 3
     assert all(b["t_start"] == a["t_end"] for a, b in zip(steps, steps[1:], strict=False))
     assert sum(s["t_end"] - s["t_start"] for s in steps) >= 3 * STEP_S * 0.9
+
+
+class QueuedOutput:
+    """A step's output on an asynchronous device: ready at `done`, as JAX's arrays are."""
+
+    def __init__(self, done: float):
+        self.done = done
+
+    def block_until_ready(self):
+        time.sleep(max(0.0, self.done - time.perf_counter()))
+        return self
+
+
+class QueuedRunner(Runner):
+    """JAX's dispatch, modelled: step() costs the host DISPATCH_S, then queues DEVICE_S of
+    work behind what is queued; its output is ready when that work ends. The JAX runner's
+    window clock (runners/jax/clock.py) over it."""
+
+    DISPATCH_S, DEVICE_S = 0.005, 0.05
+
+    def build(self):
+        self._last, self.queued, self.window = None, [], True
+        self.device_free = time.perf_counter()
+
+    def step(self, batch=None):
+        time.sleep(self.DISPATCH_S)
+        begins = max(time.perf_counter(), self.device_free)
+        self.device_free = begins + self.DEVICE_S
+        self.queued.append((begins, self.device_free))
+        self._last = QueuedOutput(self.device_free)
+        return 1.0
+
+    def sync(self):
+        if self._last is not None:
+            self._last.block_until_ready()
+        if getattr(self, "clock", None) is not None:
+            self.clock.resolve()
+
+    def step_events(self, steps):
+        from dlbench.runners.jax.clock import ReadyClock
+
+        self.clock = ReadyClock(lambda: self._last) if self.window else None
+        return self.clock
+
+
+@pytest.mark.parametrize("window", [True, False])
+def test_jax_window_clock_keeps_the_queue_full_and_times_each_step_on_the_device(window):
+    spec = RunSpec(coords=make_coords(), batch=4, image_size=32, seq_len=0, threads=1, device="cpu")
+    runner = QueuedRunner(spec)
+    runner.build()
+    runner.window = window
+    steps = worker.time_steps(runner, 2, 5, 0, 0, None)
+    measured_queue = runner.queued[2:]
+    # Idle device time between measured steps: none with the window clock (the next step is
+    # queued while one runs), the host's dispatch after every step with per-step sync.
+    idle = [b[0] - a[1] for a, b in zip(measured_queue, measured_queue[1:], strict=False)]
+    if window:
+        assert max(idle) < 1e-3, idle
+    else:
+        assert min(idle) >= QueuedRunner.DISPATCH_S * 0.9, idle
+    for s, (_begins, ends) in zip(steps[2:], measured_queue, strict=True):
+        # A step's end is read when its output is ready: never before, and on the device's time.
+        assert s["t_end"] >= ends - 1e-6
+        assert QueuedRunner.DEVICE_S * 0.9 <= s["t_end"] - s["t_start"] < QueuedRunner.DEVICE_S * 3
+    window_s = steps[-1]["t_end"] - steps[2]["t_start"]
+    assert window_s == pytest.approx(measured_queue[-1][1] - steps[2]["t_start"], abs=0.02)

@@ -5,19 +5,22 @@
 # hashes (a `# sdist` line: its sdist is checked, then built here into a pure-Python wheel).
 # Stale wheels go: the new set replaces .whl/ whole, and only when every wheel came and checked.
 # Usage: bash benchmarks/device/fetch_wheels.sh     (PYTHON=... picks the pip that fetches)
+#        bash benchmarks/device/fetch_wheels.sh flax   (flax_reference.txt from envs/jax.txt
+#        into .whl-flax/: transformers 4.57's Flax Llama, the JAX GPU check's reference)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-LIST="$ROOT/benchmarks/device/wheels.txt"
-LOCK="$ROOT/envs/analysis.txt"
-DEST="$ROOT/.whl"
+LIST="$ROOT/benchmarks/device/wheels.txt" LOCK="$ROOT/envs/analysis.txt" DEST="$ROOT/.whl"
+if [ "${1:-}" = flax ]; then
+    LIST="$ROOT/benchmarks/device/flax_reference.txt" LOCK="$ROOT/envs/jax.txt" DEST="$ROOT/.whl-flax"
+fi
 PYTHON=${PYTHON:-python3}
 cd "$ROOT"
 
-# .whl/ stays out of git (the device tool carries it as an ignored path).
+# The wheels stay out of git (the device tool carries them as ignored paths).
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
-grep -qxF /.whl/ "$exclude" 2>/dev/null || echo /.whl/ >>"$exclude"
+grep -qxF "/$(basename "$DEST")/" "$exclude" 2>/dev/null || echo "/$(basename "$DEST")/" >>"$exclude"
 
 wheels=() sdists=()
 while IFS= read -r line; do
@@ -70,7 +73,7 @@ for folder in sys.argv[2:]:
             name, version = stem.rsplit("-", 1)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest not in lock.get((norm(name), version), ()):
-            bad.append(f"{path.name}: sha256 {digest} is not envs/analysis.txt's for {name}=={version}")
+            bad.append(f"{path.name}: sha256 {digest} is not {sys.argv[1]}'s for {name}=={version}")
 if bad:
     sys.exit("\n".join(bad))
 PY
@@ -102,4 +105,4 @@ trap - EXIT
 
 ls -1 "$DEST"
 bytes=$(find "$DEST" -maxdepth 1 -name '*.whl' -printf '%s\n' | awk '{s += $1} END {print s}')
-awk -v b="$bytes" -v n="$count" 'BEGIN {printf "%d wheels in .whl/: %.2f MiB\n", n, b / 1048576}'
+awk -v b="$bytes" -v n="$count" -v d="$(basename "$DEST")" 'BEGIN {printf "%d wheels in %s/: %.2f MiB\n", n, d, b / 1048576}'

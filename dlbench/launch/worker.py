@@ -250,6 +250,7 @@ def run_rank(
                 max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 memory_cap_mb=memory_cap_mb or None,
                 energy=meter.record(),
+                **_device_memory(runner),
             )
         except StepLogWriteError as exc:
             # What was written stays (no footer: never read as valid); the rank exits non-zero.
@@ -260,6 +261,16 @@ def run_rank(
             with contextlib.suppress(Exception):
                 runner.close()
     return status
+
+
+def _device_memory(runner) -> dict:
+    """The footer's device_memory where the runner reads one; a failure to read is no failure of the run."""
+    try:
+        memory = runner.device_memory() if runner is not None else None
+    except Exception as exc:
+        print(f"[dlbench] device memory not read: {exc}", file=sys.stderr, flush=True)
+        memory = None
+    return {"device_memory": memory} if memory else {}
 
 
 def _local_device_indices(spec: RunSpec) -> list[int]:

@@ -105,7 +105,9 @@ class Runner:
     def step_events(self, steps: int):
         """Device events that time `steps` steps so that the timed loop syncs only at the
         window's ends (dlbench.launch.worker, docs/gpu.md): an object with mark() (record an event)
-        and seconds() (between consecutive marks, after a sync). None: per-step sync()."""
+        and seconds() (between consecutive marks, after a sync). None: per-step sync().
+        PyTorch's are CUDA events (runners/pytorch/clock.py), JAX's the ready times of each
+        step's loss read one step late (runners/jax/clock.py)."""
         return None
 
     def timing(self) -> dict:
@@ -115,6 +117,11 @@ class Runner:
     def loss_value(self, handle) -> float:
         """Turn a loss handle into a float (called after the timed loop)."""
         return float(handle)
+
+    def device_memory(self) -> dict | None:
+        """The run's peak device memory, read after the timed loop for the footer:
+        {peak_bytes, limit_bytes, method}; None where the device reports none (a CPU)."""
+        return None
 
     def describe(self) -> dict:
         """Versions, device, parameter count and training FLOPs per sample where known."""

@@ -303,19 +303,25 @@ def test_jax_builds_every_llama_with_its_parameters():
 
 
 @pytest.mark.parametrize("framework", ["pytorch", "jax"])
-def test_the_independent_llama_definition_trains_with_llama_smalls_parameters(framework):
-    """benchmarks/llm_bare_loop.py --definition transformers: transformers' (Flax)LlamaForCausalLM
-    built from llama_small's shape; it exits naming the count when the parameters differ (JAX:
-    transformers 4.57 in the JAX lock, the last with Flax classes, must still run on its JAX)."""
+def test_the_gpu_check_trains_the_independent_llama_beside_the_runner(framework, tmp_path):
+    """benchmarks/llm_gpu_check.py on its CPU path: transformers' (Flax)LlamaForCausalLM built
+    from llama_small's shape (it exits naming the count when the parameters differ; JAX:
+    transformers 4.57 in the JAX lock, the last with Flax classes, must still run on its JAX)
+    trains beside the runner, whose window arm uses JAX's window clock on real XLA."""
     import subprocess
 
     if not framework_python(framework).exists():
         pytest.skip(f"the {framework} environment is not built")
-    command = [str(framework_python(framework)), "benchmarks/llm_bare_loop.py", "--framework", framework]
-    command += ["--definition", "transformers", "--seq-len", "32", "--steps", "2", "--warmup", "1"]
+    command = [str(framework_python(framework)), "benchmarks/llm_gpu_check.py", "--framework", framework]
+    command += ["--device", "cpu", "--model", "llama_small", "--batch", "2", "--seq-len", "32", "--steps", "2"]
+    command += ["--warmup", "1", "--rounds", "1", "--threads", "1", "--json", str(tmp_path / "check.json")]
     env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu"}
     run = subprocess.run(command, cwd=equivalence.REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    tokens_per_s, loss = re.search(r"([0-9.]+) tokens/s \(.*loss ([0-9.]+)\)", run.stdout).groups()
-    assert float(tokens_per_s) > 0
-    assert 9.0 < float(loss) < 11.5  # about ln(32000) = 10.4 after two steps from random init
+    result = json.loads((tmp_path / "check.json").read_text())
+    assert all(v > 0 for v in result["median_tokens_per_s"].values())
+    assert 9.0 < result["reference_loss"] < 11.5  # about ln(32000) = 10.4 after three steps from random init
+    # PyTorch's window clock is CUDA events: on a CPU both of its arms sync per step.
+    assert result["timing"]["window"]["sync"] == ("window" if framework == "jax" else "step")
+    assert result["timing"]["per-step"]["sync"] == "step"
+    assert "runner over reference" in run.stdout

@@ -229,6 +229,17 @@ class Runner(BaseRunner):
     def loss_value(self, handle) -> float:
         return float(handle)
 
+    def device_memory(self) -> dict | None:
+        if getattr(self, "device", None) is None or self.device.type != "cuda":
+            return None
+        cuda = self.torch.cuda
+        return {
+            "peak_bytes": int(cuda.max_memory_allocated(self.device)),
+            "reserved_bytes": int(cuda.max_memory_reserved(self.device)),
+            "limit_bytes": int(cuda.get_device_properties(self.device).total_memory),
+            "method": "torch.cuda.max_memory_allocated (tensors) and max_memory_reserved (caching allocator)",
+        }
+
     def is_oom(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):
             return True

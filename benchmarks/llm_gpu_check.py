@@ -1,0 +1,201 @@
+"""LLM GPU check: a dlbench LLM runner beside an independent definition of the same Llama on
+the same GPU, in one process, rounds alternating (docs/gpu.md, "The LLM line"):
+
+    python benchmarks/llm_gpu_check.py --framework pytorch [--model llama3_1b --batch 4 --seq-len 2048]
+    python benchmarks/llm_gpu_check.py --framework jax     # needs transformers 4.57 (.whl-flax)
+    python benchmarks/llm_gpu_check.py --framework jax --device cpu --model llama_small \
+        --batch 2 --seq-len 64 --warmup 1 --steps 2 --rounds 2                  # smoke test
+
+Arms, in rotating order each round: the runner through the worker's timed loop with window
+sync (its GPU default: CUDA events for PyTorch, each loss's ready time for JAX), the same runner
+with per-step sync, and a bare loop of transformers' LlamaForCausalLM (PyTorch, SDPA) or
+FlaxLlamaForCausalLM (JAX; without Llama 3.1's RoPE scaling, which it lacks: the same
+operations, other constant angles) with the runner's AdamW, loss and tokens. One process keeps
+start-up and compilation out of the rounds; fresh-process rounds are benchmarks/llm_overhead.py.
+Prints tokens/s per arm, runner ÷ reference and per-step ÷ window (median, bootstrap 95 %
+interval: dlbench.analysis.stats), J/token and W (NVML), MFU against the GPU's dense peak, and
+the process's peak device memory; `--json` writes them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+clock = time.perf_counter
+ARMS = ("window", "per-step", "reference")
+
+
+def build_runner(args):
+    from dlbench.coords import RunCoords
+    from dlbench.runners import framework_module
+    from dlbench.runners.base import RunSpec
+
+    coords = RunCoords(args.framework, args.model, args.precision, "synthetic", str(args.batch), "1x1", "single", 1)
+    spec = RunSpec(coords=coords, batch=args.batch, image_size=0, seq_len=args.seq_len, threads=args.threads,
+                   device=args.device, compile=args.compile)  # fmt: skip
+    runner = framework_module(args.framework).Runner(spec)
+    runner.import_framework()
+    runner.build()
+    return runner
+
+
+def build_reference(args):
+    """(step, sync) of transformers' definition, through benchmarks/llm_bare_loop.py."""
+    import llm_bare_loop
+
+    options = SimpleNamespace(**vars(args), definition="transformers", bf16=args.precision == "amp", plain_rope=True)
+    if args.framework == "jax":
+        return llm_bare_loop.jax_trainer(options)
+    return llm_bare_loop.torch_trainer(options, compiled=args.compile)
+
+
+def runner_block(runner, args, window: bool, meter) -> float:
+    """Tokens/s over the measured steps of one timed-loop block (its warm-up steps before them)."""
+    from dlbench.launch.worker import time_steps
+
+    # PyTorch's window clock is CUDA events: none on a CPU. JAX's runs on any backend.
+    runner.window_sync = window and (args.device == "cuda" or args.framework == "jax")
+    steps = time_steps(runner, args.warmup, args.steps, 0, 0, meter)
+    measured = [s for s in steps if s["phase"] == "measure"]
+    return sum(s["samples"] for s in measured) / (measured[-1]["t_end"] - measured[0]["t_start"])
+
+
+def reference_block(reference, args, losses: list) -> float:
+    step, sync = reference
+    for _ in range(args.warmup):
+        step()
+    sync()
+    start = clock()
+    for _ in range(args.steps):
+        loss = step()
+    sync()
+    elapsed = clock() - start
+    losses.append(float(loss))
+    return args.steps * args.batch * args.seq_len / elapsed
+
+
+def ratio(reference: list[float], candidate: list[float]) -> dict:
+    from dlbench.analysis import stats
+
+    ratios = [c / r for r, c in zip(reference, candidate, strict=True)]
+    low, high = stats.ratio_ci("median", reference, candidate) if len(ratios) > 1 else (min(ratios), max(ratios))
+    return {"median": statistics.median(ratios), "low": low, "high": high, "n": len(ratios)}
+
+
+def efficiency(args, runner, tokens_per_s: float, meter) -> dict:
+    from dlbench import llm
+    from dlbench.analysis.efficiency import peak
+
+    name = runner.describe()["device_name"]
+    flops = llm.train_flops_per_token(args.model, args.seq_len)
+    basis = peak(name, args.precision)
+    energy = meter.record()
+    result = {"device_name": name, "train_flops_per_token": flops, "tflops": tokens_per_s * flops / 1e12}
+    if basis:
+        result |= {"mfu": result["tflops"] / basis[0], "peak": basis[1]}
+    if energy["measured"]:
+        window_tokens = tokens_per_s * energy["window_s"]
+        result |= {"joules_per_token": energy["joules"] / window_tokens, "watts": energy["joules"] / energy["window_s"]}
+        result["energy_too_short"] = energy["too_short"]
+    else:
+        result["energy"] = energy["reason"]
+    return result | {"device_memory": runner.device_memory()}
+
+
+def check(args) -> dict:
+    from dlbench.launch import energy
+
+    runner = build_runner(args)
+    reference = build_reference(args)
+    blocks: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    meter, timing, reference_losses = None, {}, []
+    for r in range(args.rounds):
+        for arm in ARMS[r % 3 :] + ARMS[: r % 3]:
+            if arm == "reference":
+                blocks[arm].append(reference_block(reference, args, reference_losses))
+                continue
+            block_meter = energy.open_meter(args.device, [0])
+            blocks[arm].append(runner_block(runner, args, arm == "window", block_meter))
+            meter = block_meter if arm == "window" else meter
+            timing[arm] = runner.timing()
+        print(f"round {r + 1}: " + ", ".join(f"{a} {v[-1]:.1f}" for a, v in blocks.items()) + " tokens/s", flush=True)
+    medians = {arm: statistics.median(values) for arm, values in blocks.items()}
+    result = {
+        "settings": {k: v for k, v in vars(args).items() if k != "json"},
+        "framework": runner.describe().get("version"),
+        "timing": timing,
+        "reference_loss": reference_losses[-1],
+        "rounds": blocks,
+        "median_tokens_per_s": medians,
+        "runner_over_reference": ratio(blocks["reference"], blocks["window"]),
+        "per_step_over_window": ratio(blocks["window"], blocks["per-step"]),
+        **efficiency(args, runner, medians["window"], meter),
+    }
+    runner.close()
+    return result
+
+
+def summary(result: dict) -> str:
+    s = result["settings"]
+    lines = [f"== {s['framework']} {s['model']} batch {s['batch']} x {s['seq_len']} {s['precision']} "
+             f"compile={'on' if s['compile'] else 'off'} on {result['device_name']}"]  # fmt: skip
+    for arm, value in result["median_tokens_per_s"].items():
+        lines.append(
+            f"  {arm:10s} {value:10.1f} tokens/s (rounds: {', '.join(f'{v:.1f}' for v in result['rounds'][arm])})"
+        )
+    for key in ("runner_over_reference", "per_step_over_window"):
+        r = result[key]
+        lines.append(f"  {key.replace('_', ' ')}: {r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}] (n={r['n']})")
+    lines.append(
+        f"  {result['tflops']:.1f} TFLOP/s"
+        + (f", MFU {result['mfu']:.1%} of {result['peak']}" if "mfu" in result else "")
+    )
+    if "joules_per_token" in result:
+        lines.append(f"  {result['joules_per_token']:.4g} J/token, {result['watts']:.0f} W")
+    memory = result["device_memory"]
+    if memory:
+        lines.append(
+            f"  peak device memory (runner and reference in one process): {memory['peak_bytes'] / 2**30:.1f} GiB"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--framework", choices=("pytorch", "jax"), default="pytorch")
+    p.add_argument("--model", default="llama3_1b")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--precision", choices=("fp32", "amp"), default="amp")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--compile", action="store_true", help="PyTorch: torch.compile the runner and the reference alike")
+    p.add_argument("--json", default=None, help="also write the results here")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.compile and args.framework != "pytorch":
+        sys.exit("llm_gpu_check: --compile is PyTorch's (JAX always compiles its step)")
+    result = check(args)
+    print(summary(result), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
