@@ -34,6 +34,9 @@ mkdir -p "$OUT" "$work"
 exec > >(tee "$OUT/device_run.log") 2>&1
 start=$SECONDS
 budget=${BUDGET_S:-540}
+# STAGES: which of the LLM line's stages run (a rerun on a lent machine can pick up the rest).
+stages=" ${STAGES:-pipeline pytorch jax compiled} "
+want() { [[ $stages == *" $1 "* ]]; }
 stage() { echo; echo "== [$((SECONDS - start)) s] $*"; }
 # run_stage NAME LIMIT_S COMMAND...: at most LIMIT_S and what is left of the budget (less 20 s
 # for the archives); its end is recorded, a time-out by name.
@@ -142,11 +145,11 @@ pipeline() {
         echo "tar: failed"
 }
 
-pipeline pipeline gpu_campaign.tar.gz
+want pipeline && pipeline pipeline gpu_campaign.tar.gz
 
 if [ "$workload" = llm ]; then
     # Each runner beside transformers' definition of the same Llama, in one process per framework.
-    run_stage "llm_gpu_check pytorch" "$check_s" "$torch_python" benchmarks/llm_gpu_check.py \
+    want pytorch && run_stage "llm_gpu_check pytorch" "$check_s" "$torch_python" benchmarks/llm_gpu_check.py \
         --framework pytorch "${llm_args[@]}" --json "$OUT/llm_check_pytorch.json"
     # FlaxLlamaForCausalLM left transformers after 4.57: its wheels in a folder of their own.
     flax_path=$PYTHONPATH
@@ -154,12 +157,12 @@ if [ "$workload" = llm ]; then
         "$jax_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$work/flax-reference" .whl-flax/*.whl && flax_path=$work/flax-reference:$PYTHONPATH
     fi
-    PYTHONPATH=$flax_path run_stage "llm_gpu_check jax" "$check_s" "$jax_python" benchmarks/llm_gpu_check.py \
+    want jax && PYTHONPATH=$flax_path run_stage "llm_gpu_check jax" "$check_s" "$jax_python" benchmarks/llm_gpu_check.py \
         --framework jax "${llm_args[@]}" --json "$OUT/llm_check_jax.json"
     # torch.compile's gain in the pipeline itself: PyTorch again, compiled (Inductor's cache
     # lets repeats 2 and 3 skip most of the compile).
     printf 'grid: {frameworks: [pytorch]}\nrun: {compile: true}\n' >"$work/compiled.yaml"
-    pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
+    want compiled && pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
 else
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)
