@@ -31,6 +31,7 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 clock = time.perf_counter
+STARTED = clock()
 ARMS = ("window", "per-step", "reference")
 
 
@@ -115,7 +116,9 @@ def check(args) -> dict:
     from dlbench.launch import energy
 
     runner = build_runner(args)
+    print(f"[{clock() - STARTED:.1f} s] the runner is built (step compiled)", flush=True)
     reference = build_reference(args)
+    print(f"[{clock() - STARTED:.1f} s] the reference is built", flush=True)
     blocks: dict[str, list[float]] = {arm: [] for arm in ARMS}
     meter, timing, reference_losses = None, {}, []
     for r in range(args.rounds):
@@ -127,7 +130,12 @@ def check(args) -> dict:
             blocks[arm].append(runner_block(runner, args, arm == "window", block_meter))
             meter = block_meter if arm == "window" else meter
             timing[arm] = runner.timing()
-        print(f"round {r + 1}: " + ", ".join(f"{a} {v[-1]:.1f}" for a, v in blocks.items()) + " tokens/s", flush=True)
+        print(
+            f"[{clock() - STARTED:.1f} s] round {r + 1}: "
+            + ", ".join(f"{a} {v[-1]:.1f}" for a, v in blocks.items())
+            + " tokens/s",
+            flush=True,
+        )
     medians = {arm: statistics.median(values) for arm, values in blocks.items()}
     result = {
         "settings": {k: v for k, v in vars(args).items() if k != "json"},
