@@ -15,8 +15,12 @@ from dlbench.planning import workdir_owner
 # No garbage collection while the grid is planned; it resumes when the run starts (planning.py).
 planning.pause_collection()
 
-# Snakemake's own message for a config file that does not parse names neither file nor line.
+# The working directory's config/config.yaml, else the embedded default beside this Snakefile:
+# `--directory DIR` in a fresh directory runs the same grid (docs/workdir.md).
 DEFAULT_CONFIGFILE = "config/config.yaml"
+if not os.path.exists(DEFAULT_CONFIGFILE):
+    DEFAULT_CONFIGFILE = os.path.join(workflow.basedir, DEFAULT_CONFIGFILE)
+# Snakemake's own message for a config file that does not parse names neither file nor line.
 if os.path.exists(DEFAULT_CONFIGFILE):
     CONFIGFILE_PROBLEM = dlbench_config.config_file_problem(DEFAULT_CONFIGFILE)
     if CONFIGFILE_PROBLEM:
@@ -47,6 +51,7 @@ onerror:
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/workdir.smk"
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/containers.smk"

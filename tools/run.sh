@@ -9,8 +9,13 @@ bash tools/bootstrap.sh
 .venvs/analysis/bin/python -m dlbench.planning.config check config/config.yaml -- "$@"
 .venvs/analysis/bin/snakemake --profile profiles/local "$@"
 # A dry run has nothing to bundle: Snakemake's --report needs the outputs to exist.
+# The working directory: the repository, or --directory DIR (a grid's own place, docs/workdir.md).
+workdir=$repo previous=
 for arg in "$@"; do
     case "$arg" in --dry-run | --dryrun | -n* | -[!-]*n*) exit 0 ;; esac
+    case "$previous" in --directory | -d) workdir=$(cd "$arg" && pwd) ;; esac
+    case "$arg" in --directory=*) workdir=$(cd "${arg#*=}" && pwd) ;; esac
+    previous=$arg
 done
 .venvs/analysis/bin/snakemake --profile profiles/local --report results/report/snakemake-report.html "$@"
-echo "Report: $repo/results/report/index.html (tables: results/tables/, figures: results/figures/)"
+echo "Report: $workdir/results/report/index.html (tables: results/tables/, figures: results/figures/)"

@@ -11,7 +11,7 @@ from dlbench.runners.plugin import Capabilities, Strategy
 CAPABILITIES = Capabilities(
     label="Toy (numpy)",
     colour="#2ca02c",
-    models=("resnet50",),  # in name only: a linear model over the image's pixels
+    models=("resnet50", "vgg16"),  # in name only: a linear model over the image's pixels
     precisions=("fp32",),
     strategies=(Strategy("replicas", "independent numpy replicas, no communication"),),
     env="pytorch",  # numpy is there; a plug-in outside the repository has no envs/ lock of its own

@@ -4,7 +4,8 @@
 
 rule model_flops:
     input:
-        DEPLOY.flops_inputs,
+        env=DEPLOY.flops_inputs,
+        asked=dlbench_asked.FLOPS_TEMPLATE,
     output:
         "results/flops/{model}.json",
     log:
@@ -27,6 +28,8 @@ rule aggregate:
         records=adaptive_records if ADAPTIVE else all_run_records(),
         flops=model_flops_files(),
         prescreen=PRESCREEN_RECORDS,
+        # The config and grid the tables are for: rewritten when they change (workdir.smk).
+        asked=dlbench_asked.TABLES,
     output:
         **({"prescreen": "results/tables/prescreen.csv"} if PRESCREEN_RECORDS else {}),
         runs="results/tables/runs.csv",

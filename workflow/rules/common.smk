@@ -108,6 +108,7 @@ def train_inputs(wildcards):
     """A run that already has its record needs nothing (re-analysing an archive of raw
     logs must not build framework environments); otherwise its environment (its verified
     image under --sdm apptainer), the batch search of `batch: max`, its dataset."""
+    plan_by_mtime()  # workdir.smk
     if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)

@@ -32,6 +32,7 @@ ENDED_RUNS = (
 rule find_max_batch:
     input:
         env=framework_env,
+        asked=dlbench_asked.BATCH_SEARCH_TEMPLATE,
     output:
         MAX_BATCH_TEMPLATE,
     log:
@@ -91,6 +92,8 @@ for shape, strategies in TRAIN_SHAPES.items():
 
 # The planned order, recorded beside the tables (the step logs' start times say what happened).
 rule run_order:
+    input:
+        dlbench_asked.TABLES,
     output:
         "results/tables/run_order.csv",
     log:
