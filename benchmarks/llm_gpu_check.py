@@ -136,8 +136,18 @@ def check(args) -> dict:
             + " tokens/s",
             flush=True,
         )
+        if args.json:  # each round kept: a stage stopped by its time limit still leaves its rounds
+            Path(args.json).write_text(
+                json.dumps(results(args, runner, blocks, timing, reference_losses, meter), indent=1)
+            )
+    result = results(args, runner, blocks, timing, reference_losses, meter)
+    runner.close()
+    return result
+
+
+def results(args, runner, blocks, timing, reference_losses, meter) -> dict:
     medians = {arm: statistics.median(values) for arm, values in blocks.items()}
-    result = {
+    return {
         "settings": {k: v for k, v in vars(args).items() if k != "json"},
         "framework": runner.describe().get("version"),
         "timing": timing,
@@ -148,8 +158,6 @@ def check(args) -> dict:
         "per_step_over_window": ratio(blocks["window"], blocks["per-step"]),
         **efficiency(args, runner, medians["window"], meter),
     }
-    runner.close()
-    return result
 
 
 def summary(result: dict) -> str:
@@ -198,10 +206,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compile and args.framework != "pytorch":
         sys.exit("llm_gpu_check: --compile is PyTorch's (JAX always compiles its step)")
-    result = check(args)
-    print(summary(result), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    print(summary(check(args)), flush=True)
     return 0
 
 
