@@ -1,6 +1,6 @@
 """The measured campaigns committed under campaigns/ (docs/campaigns.md): each regenerates byte
-for byte from its raw logs, and the GPU one (benchmarks/device_run.sh on a lent H100) holds what
-a CUDA run must record (docs/gpu.md)."""
+for byte from its raw logs, and the GPU ones (benchmarks/device_run.sh on a lent H100, and the
+LLM line on a lent H200) hold what a CUDA run must record (docs/gpu.md)."""
 
 import json
 from pathlib import Path
@@ -14,10 +14,11 @@ from tests.conftest import REPO
 
 CAMPAIGNS = sorted(p.parent for p in (REPO / "campaigns").glob("*/config"))
 GPU = REPO / "campaigns" / "h100-resnet50-2026-11-26"
+LLM_GPU = REPO / "campaigns" / "h200-llama1b-2026-11-27"
 
 
 def test_there_is_a_committed_gpu_campaign():
-    assert GPU in CAMPAIGNS
+    assert GPU in CAMPAIGNS and LLM_GPU in CAMPAIGNS
 
 
 @pytest.mark.parametrize("campaign", CAMPAIGNS, ids=[p.name for p in CAMPAIGNS])
@@ -55,3 +56,28 @@ def test_the_gpu_cells_carry_energy_mfu_with_its_peak_and_the_site_mark():
     assert (cells["python_env"] == "site").all()
     table = (GPU / "results" / "tables" / "cells.md").read_text()
     assert f"{labels.SITE_ENV_MARK} = {labels.SITE_ENV_TEXT}" in table
+
+
+def test_the_llm_gpu_runs_record_window_clocks_energy_memory_and_the_gpu():
+    """Llama 3.2 1B on the H200: both frameworks' finished runs timed without draining the queue
+    every step (PyTorch: CUDA events; JAX: each loss's ready time), with NVML joules and the
+    peak device memory; the run the stage's time limit cancelled is kept, marked."""
+    finished = {"pytorch": 0, "jax": 0}
+    for header, footer in rank_logs(LLM_GPU):
+        assert header["run"]["model"] == "llama3_1b" and header["seq_len"] == 2048
+        if footer["status"] == "cancelled":
+            assert "SIGTERM" in footer["error"]
+            continue
+        framework = header["run"]["framework"]
+        finished[framework] += 1
+        assert footer["status"] == "ok" and header["framework"]["device_name"] == "NVIDIA H200"
+        clock = "torch.cuda.Event" if framework == "pytorch" else "when each step's loss is ready"
+        assert header["sync"] == "window" and clock in header["clock"]
+        energy = footer["energy"]
+        assert energy["measured"] and not energy["too_short"] and "H200" in energy["devices"][0]["name"]
+        memory = footer["device_memory"]
+        assert 20 * 2**30 < memory["peak_bytes"] < memory["limit_bytes"]  # 1.24 B parameters' fp32 AdamW state: 20 GB
+    assert finished == {"pytorch": 1, "jax": 2}
+    assert "TIMED OUT" in (LLM_GPU / "stages.txt").read_text()
+    cells = pd.read_csv(LLM_GPU / "results" / "tables" / "cells.csv")
+    assert cells["mfu"].between(0.2, 0.5).all() and cells["peak_basis"].str.contains("H200").all()
