@@ -49,8 +49,8 @@ def test_the_campaign_has_the_caict_grid(caict):
 def test_the_report_grows_with_the_models_not_the_runs(caict):
     _, html, _ = caict
     images = re.findall(r'<img src="([^"]+)"', html)
-    # The summary; per model throughput, scaling, real vs synthetic; stability, drift; the published campaign.
-    assert len(images) == 1 + 3 * 3 + 2 + 1, len(images)
+    # The summary; per model throughput, scaling, real vs synthetic, loss curves; stability, drift; the published campaign.
+    assert len(images) == 1 + 3 * 4 + 2 + 1, len(images)
     for model in ("resnet50", "vgg16", "bert_base"):
         section = html[html.index(f'<section id="model-{model}"') :]
         section = section[: section.index("</section>")]
@@ -87,7 +87,7 @@ def test_caict_report_in_chromium(caict, tmp_path):
     browser = Chromium(profile)
     try:
         measured = check_scale(browser, path)
-        assert measured["images"] == 13
+        assert measured["images"] == 16  # 13 + a loss figure per model
         browser.screenshot(SCREENSHOT_DIR / "screenshot-caict.png")
         # The run-level table sorts and filters in the page (report.js).
         rows = "Array.from(document.querySelectorAll('#stability tbody tr'))"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
-from dlbench.analysis import efficiency, sanity, stability, stats
+from dlbench.analysis import efficiency, losses, sanity, stability, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -94,6 +94,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
     row.update(stability.run_columns(measured), start_time=logs[0].header.get("start_time", ""))
+    row[losses.CURVE_COLUMN] = losses.run_curve(logs)  # to losses.csv (dlbench.analysis.derive)
     return row
 
 

@@ -1,5 +1,5 @@
 """The one derivation: raw step logs and FLOPs counts → runs.csv, cells.csv, cells.md,
-environment.json and campaign.json. The aggregate rule writes what it returns, the audit
+environment.json, losses.csv and campaign.json. The aggregate rule writes what it returns, the audit
 compares the stored files with it, and a campaign is regenerated through it, so the three
 cannot drift apart (issue #32: regenerate's cells had lost their TFLOP/s and MFU)."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis import environment, prescreen, tables
+from dlbench.analysis import environment, losses, prescreen, tables
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
 
-TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json")
+TABLE_FILES = ("runs.csv", "cells.csv", "cells.md", "environment.json", losses.LOSSES_FILE)
 CAMPAIGN_FILE = "campaign.json"
 FILES = (*TABLE_FILES, CAMPAIGN_FILE)
 # Only where a communication prescreen ran (results/prescreen/): earlier campaigns have none.
@@ -58,7 +58,9 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
     config's analysis settings (the schema's defaults where `config` has none)."""
     analysis = settings(config, "analysis")
     peak_tflops = settings(config, "run")["peak_tflops"]
-    runs, cells = tables.build(experiment, root, noisy_cv=analysis["noisy_cv"], flops=flops, peak_tflops=peak_tflops)
+    runs, cells, curves = tables.build_with_curves(
+        experiment, root, analysis["noisy_cv"], flops, peak_tflops, analysis["convergence_tolerance"]
+    )
     screened = prescreen.table(root, settings(config, "prescreen")["min_share"])
     if screened is not None:
         cells = prescreen.flag_cells(cells, runs, screened)
@@ -67,6 +69,7 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
         "cells.csv": tables.csv_bytes(cells),
         "cells.md": tables.markdown(cells, experiment.protocol).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
+        losses.LOSSES_FILE: tables.csv_bytes(curves),
         CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
     }
     if screened is not None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
-from dlbench.analysis import adaptive, efficiency, sanity
+from dlbench.analysis import adaptive, efficiency, losses, sanity
 from dlbench.analysis.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.planning.grid import Grid
+from dlbench.planning.schema import settings
 
 
 def build(
@@ -19,11 +20,29 @@ def build(
     flops: dict[str, float] | None = None,
     peak_tflops: float = 0.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs.csv's and cells.csv's tables (build_with_curves: and losses.csv's)."""
+    runs, cells, _ = build_with_curves(experiment, root, noisy_cv, flops, peak_tflops)
+    return runs, cells
+
+
+
+def build_with_curves(
+    experiment: Grid,
+    root: str | Path = ".",
+    noisy_cv: float = 0.1,
+    flops: dict[str, float] | None = None,
+    peak_tflops: float = 0.0,
+    convergence_tolerance: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     planned = adaptive.decided_runs(experiment.runs, experiment.protocol, root)
     runs = runs_table(planned, root, loss_tolerance=sanity.loss_tolerance(experiment.protocol))
+    curves = losses.curve_table(runs)
+    runs = runs.drop(columns=[losses.CURVE_COLUMN], errors="ignore")
     cells = cells_table(runs, experiment.protocol["statistic"], experiment.unavailable, noisy_cv)
     cells = adaptive.stop_reasons(cells, experiment.protocol, root)
-    return runs, add_flops(cells, flops or {}, peak_tflops)
+    if convergence_tolerance is None:  # the config schema's default
+        convergence_tolerance = settings({}, "analysis")["convergence_tolerance"]
+    return runs, losses.convergence(add_flops(cells, flops or {}, peak_tflops), curves, convergence_tolerance), curves
 
 
 def add_flops(cells: pd.DataFrame, flops: dict[str, float], peak_tflops: float) -> pd.DataFrame:
@@ -117,7 +136,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     data = real_vs_synthetic(cells)
     if not data.empty:
         lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
-    lines += sanity_lines(cells)
+    lines += sanity_lines(cells) + convergence_lines(cells)
     energy = efficiency.energy_table(cells)
     if energy is not None:
         lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
@@ -133,6 +152,19 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def convergence_lines(cells: pd.DataFrame) -> list[str]:
+    """The Markdown section comparing frameworks' losses where cells train the same model alike."""
+    if "convergence" not in cells or not cells["convergence"].isin(["slower", "level"]).any():
+        return []
+    judged = cells[cells["convergence"].isin(["slower", "level"])]
+    slower = judged[judged["convergence"] == "slower"]
+    lines = ["## Convergence across frameworks", "", f"{len(slower)} of {len(judged)} compared cells train slower.", ""]
+    for _, c in judged.iterrows():
+        lines.append(f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "
+                     + c["convergence_reason"])  # fmt: skip
+    return [*lines, ""]
 
 
 def sanity_lines(cells: pd.DataFrame) -> list[str]:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import environment as environments
+from dlbench.analysis.losses import LOSSES_FILE
 from dlbench.analysis.stats import finite
 from dlbench.findings import grid as fnd
 from dlbench.findings.checks import check_findings
@@ -126,6 +127,7 @@ def render(
     sources: dict[str, str] | None = None,
     campaigns: dict | None = None,
     prescreen: dict | None = None,
+    curves: pd.DataFrame | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
     (dlbench.analysis.environment); without it, what runs.csv says."""
@@ -148,7 +150,7 @@ def render(
         overall=[finding_html(f) for f in found if f.model is None],
         summary_figure=summary_figure(cells),
         checks=checks_section(runs),
-        models=model_sections(cells, runs, found) if not cells.empty else [],
+        models=model_sections(cells, runs, found, curves) if not cells.empty else [],
         references=published_vs_measured(references, reference_settings, found),
         counts=_counts(cells, runs),
         sources={"cells": "", "cells_sha256": "", "runs": "", "environment": "", **(sources or {})},
@@ -214,7 +216,13 @@ def render_files(
             Path(cells_path).parent.parent / "campaign.json",
         ),
         prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
+        curves=_curves(Path(cells_path).parent / LOSSES_FILE),
     )
+
+
+def _curves(path: Path) -> pd.DataFrame | None:
+    """losses.csv beside cells.csv (campaigns made before it have none)."""
+    return pd.read_csv(path, dtype={"batch": str}) if path.exists() else None
 
 
 def _min_share(config: dict) -> float:

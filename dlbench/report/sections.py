@@ -11,6 +11,7 @@ from dlbench.coords import SINGLE_DEVICE
 from dlbench.findings import vocabulary as fnd
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.plots import figures as figs
+from dlbench.plots.curves import loss_figure
 from dlbench.report.cells import cell_id, finding_html, throughput_tables
 
 
@@ -142,9 +143,12 @@ def _catalogue_order(model: str) -> int:
     return list(CATALOGUE).index(model) if model in CATALOGUE else 99
 
 
-def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding]) -> list[dict]:
+def model_sections(
+    cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding], curves: pd.DataFrame | None = None
+) -> list[dict]:
     """Per model: facts, findings (by topic), tables, and one figure of each kind drawn from its
-    cells only, faceted by batch, data and precision (docs/report.md: how the report scales)."""
+    cells only, faceted by batch, data and precision (docs/report.md: how the report scales);
+    its loss curves (losses.csv) and the convergence check between frameworks."""
     sections = []
     all_tables = throughput_tables(cells)
     for model in sorted(cells["model"].unique(), key=_catalogue_order):
@@ -175,9 +179,39 @@ def model_sections(cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Find
                 "sanity_rows": sanity_rows(mine),
                 "data_figure": data_figure,
                 "scales": labels.sorted_scales(mine["scale"]),
+                **_training(mine, curves, model),
             }
         )
     return sections
+
+
+def _training(cells: pd.DataFrame, curves: pd.DataFrame | None, model: str) -> dict:
+    """A model's loss figure (None: no loss recorded) and its convergence rows."""
+    mine = curves[curves["model"] == model] if curves is not None and not curves.empty else None
+    drawn = mine is not None and mine["loss"].map(finite).any()
+    return {
+        "loss_figure": figs.png_data_uri(loss_figure, mine) if drawn else None,
+        "loss_wide": drawn and len(figs.facets(mine)) > 1,
+        "convergence_rows": convergence_rows(cells),
+    }
+
+
+def convergence_rows(cells: pd.DataFrame) -> list[dict]:
+    """The cells compared with the others that train the same model alike (dlbench.analysis.losses)."""
+    if "convergence" not in cells:
+        return []
+    judged = cells[cells["convergence"].map(labels.text).isin(["slower", "level"])]
+    return [
+        {
+            "cell_id": cell_id(fnd.cell_key(c)),
+            "framework": labels.framework_label(c["framework"]),
+            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
+            "setup": labels.setup(c["batch"], c["precision"], c["data"]),
+            "slower": c["convergence"] == "slower",
+            "reason": labels.text(c["convergence_reason"]),
+        }
+        for _, c in judged.sort_values(["data", "batch", "devices", "framework", "strategy"]).iterrows()
+    ]
 
 
 def finding_topics(findings: list[fnd.Finding]) -> list[dict]:

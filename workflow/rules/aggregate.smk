@@ -1,5 +1,6 @@
 # Step logs → runs.csv (one row per run) → cells.csv (one row per cell) → figures;
-# environment.json: the runs' environment from their step-log headers, for the report.
+# environment.json: the runs' environment from their step-log headers, for the report;
+# losses.csv: every run's loss per step, for the loss curves and the convergence check.
 
 
 rule model_flops:
@@ -40,6 +41,7 @@ rule aggregate:
         ),
         markdown="results/tables/cells.md",
         environment="results/tables/environment.json",
+        losses="results/tables/losses.csv",
         campaign="results/campaign.json",
     log:
         "logs/aggregate.log",

@@ -8,6 +8,7 @@ rule report_document:
         runs="results/tables/runs.csv",
         references="results/tables/references.csv",
         environment="results/tables/environment.json",
+        losses="results/tables/losses.csv",
         published=published_references(),
     output:
         html=report(

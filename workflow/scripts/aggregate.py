@@ -1,5 +1,5 @@
 """Rule aggregate: raw step logs of every run in the grid → runs.csv, cells.csv, cells.md,
-environment.json and results/campaign.json (dlbench.analysis.derive: the one derivation)."""
+environment.json, losses.csv and results/campaign.json (dlbench.analysis.derive: the one derivation)."""
 
 import sys
 
@@ -17,6 +17,7 @@ derived.write(
         "cells.csv": out.cells,
         "cells.md": out.markdown,
         "environment.json": out.environment,
+        "losses.csv": out.losses,
         "campaign.json": out.campaign,
         # declared where a prescreen is planned; else beside cells.csv, wherever one ran
         "prescreen.csv": getattr(out, "prescreen", None),

@@ -1,0 +1,106 @@
+"""Loss curves and the convergence check between frameworks (docs/sanity.md, "Across
+frameworks"): each run's loss per step against the samples (tokens for an LLM) seen, kept as
+losses.csv; and, for cells that train the same model on the same data, batch, precision and
+scale, whether one framework's loss over the last quarter of the measured window stands
+measurably above the best one's at matched steps. A faster framework that learns slower is
+not faster: the verdict goes into cells.csv and the report, never averaged away."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dlbench import labels
+from dlbench.analysis import stats
+from dlbench.coords import CELL_FIELDS, RUN_FIELDS
+
+LOSSES_FILE = "losses.csv"
+CURVE_COLUMN = "loss_curve"  # runs_table's per-run series, moved out to losses.csv by the derivation
+CURVE_FIELDS = ["step", "phase", "samples_seen", "loss"]
+# What makes two cells comparable: all coordinates but who trained and how it was split.
+MATCH_FIELDS = [f for f in CELL_FIELDS if f not in ("framework", "strategy")]
+CONVERGENCE_COLUMNS = ["convergence", "convergence_reason", "loss_gap", "loss_gap_low", "loss_gap_high"]
+
+
+def run_curve(logs) -> list[tuple]:
+    """(step, phase, samples seen after it, mean loss over the ranks) per step of one run's rank logs."""
+    curve, seen = [], 0
+    for records in zip(*(log.steps for log in logs), strict=False):
+        seen += sum(r["samples"] for r in records)
+        finite = [r["loss"] for r in records if r.get("loss") is not None and math.isfinite(r["loss"])]
+        curve.append((records[0]["i"], records[0]["phase"], seen, float(np.mean(finite)) if finite else math.nan))
+    return curve
+
+
+def curve_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """losses.csv: one row per step of every run that has a curve (runs_table's CURVE_COLUMN)."""
+    rows = []
+    if CURVE_COLUMN in runs:
+        for run in runs[runs[CURVE_COLUMN].map(lambda c: isinstance(c, list) and len(c) > 0)].itertuples():
+            coords = [getattr(run, f) for f in RUN_FIELDS]
+            rows.extend([*coords, *point] for point in getattr(run, CURVE_COLUMN))
+    return pd.DataFrame(rows, columns=[*RUN_FIELDS, *CURVE_FIELDS])
+
+
+def last_quarter(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per run, its measured steps' last quarter (at least one step), numbered from 0 so that
+    runs of one comparable group match step for step."""
+    measured = curves[curves["phase"] == "measure"].sort_values([*RUN_FIELDS, "step"])
+    parts = []
+    for _, run in measured.groupby(RUN_FIELDS, sort=False):
+        tail = run.iloc[len(run) - max(1, len(run) // 4) :]
+        parts.append(tail.assign(at=range(len(tail))))
+    return pd.concat(parts) if parts else measured.assign(at=[])
+
+
+def convergence(cells: pd.DataFrame, curves: pd.DataFrame, tolerance: float) -> pd.DataFrame:
+    """cells with CONVERGENCE_COLUMNS: per comparable group of two or more cells with curves, each
+    cell's last-quarter loss against the lowest one's. loss_gap: mean of (this − best) over
+    matched (repeat, step) pairs as a share of the best's loss at its first step (where training
+    started: a memorised synthetic batch's loss nears 0, so its own level is no scale), with a
+    bootstrap 95 % CI; 'slower' when the CI's low end exceeds `tolerance`, else 'level' (the
+    best is 'best')."""
+    cells = cells.assign(**{c: "" for c in CONVERGENCE_COLUMNS[:2]}, **{c: math.nan for c in CONVERGENCE_COLUMNS[2:]})
+    tails = last_quarter(curves)
+    if tails.empty or cells.empty:
+        return cells
+    first = curves[curves["step"] == 0].groupby([*MATCH_FIELDS, "framework", "strategy"])["loss"].mean()
+    for key, group in tails.groupby(MATCH_FIELDS, sort=True):
+        per_cell = {c: g for c, g in group.groupby(["framework", "strategy"], sort=True)}
+        if len(per_cell) < 2:
+            continue
+        best = min(per_cell, key=lambda c: per_cell[c]["loss"].mean())
+        scale = float(first.get((*key, *best), math.nan))
+        for cell, losses in per_cell.items():
+            row = _cell_row(cells, dict(zip(MATCH_FIELDS, key, strict=True)), cell)
+            cells.loc[row, CONVERGENCE_COLUMNS] = _verdict(cell, best, losses, per_cell[best], scale, tolerance)
+    return cells
+
+
+def _cell_row(cells: pd.DataFrame, match: dict, cell: tuple) -> pd.Series:
+    row = (cells["framework"] == cell[0]) & (cells["strategy"] == cell[1])
+    for field, value in match.items():
+        row &= cells[field].astype(str) == str(value)
+    return row
+
+
+def _verdict(cell, best, losses: pd.DataFrame, best_losses: pd.DataFrame, scale: float, tolerance: float) -> list:
+    best_mean = float(best_losses["loss"].mean())
+    if cell == best:
+        return ["best", f"lowest last-quarter loss of its group ({best_mean:.4g})", 0.0, 0.0, 0.0]
+    paired = losses.merge(best_losses, on=["repeat", "at"], suffixes=("", "_best"))
+    gaps = ((paired["loss"] - paired["loss_best"]) / abs(scale)).dropna().to_numpy()
+    if not gaps.size:
+        return ["", "no repeat and step to match with the best", math.nan, math.nan, math.nan]
+    gap = float(gaps.mean())
+    low, high = stats.bootstrap_ci("mean", gaps) if gaps.size > 1 else (gap, gap)
+    slower = low > tolerance
+    other = f"{labels.framework_label(best[0])} ({best[1]})"
+    reason = (
+        f"{'trains slower than' if slower else 'level with'} {other}: last-quarter loss "
+        f"{losses['loss'].mean():.4g} vs {best_mean:.4g}, a gap of {gap:+.1%} [{low:+.1%}, {high:+.1%}] "
+        f"of its first-step loss {scale:.4g} over {gaps.size} matched steps (tolerance {tolerance:.0%})"
+    )
+    return ["slower" if slower else "level", reason, gap, low, high]

@@ -1,0 +1,80 @@
+"""Loss curves and the convergence check between frameworks (dlbench.analysis.losses): real
+training (a numpy softmax regression, the same model and batch in each "framework") through
+the real worker, which writes real step logs; one framework's learning rate is made wrong and
+the check must flag it, and must not flag frameworks that learn alike."""
+
+import types
+
+import pytest
+
+from dlbench.analysis import tables
+from dlbench.launch import worker
+from dlbench.planning.grid import Grid
+from dlbench.report.sections import model_sections
+from dlbench.runners.base import Runner, RunSpec
+from tests.conftest import make_coords
+
+PROTOCOL = {"preset": "caict2020", "warmup_steps": 2, "measured_steps": 12, "statistic": "mean", "repeats": 2}
+
+
+class SoftmaxRegression(Runner):
+    """Plain numpy SGD on one fixed batch; the learning rate is the class's, set per framework."""
+
+    learning_rates: dict = {}
+
+    def build(self):
+        import numpy as np
+
+        self.np, rng = np, np.random.default_rng(self.spec.seed)
+        self.x = rng.standard_normal((32, 64)).astype(np.float32)
+        self.y = rng.integers(0, 10, 32)
+        self.w = np.zeros((64, 10), np.float32)
+        self.lr = self.learning_rates[self.spec.coords.framework]
+
+    def step(self, batch=None):
+        np, rows = self.np, self.np.arange(len(self.y))
+        logits = self.x @ self.w
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        loss = float(-np.log(p[rows, self.y]).mean())
+        p[rows, self.y] -= 1.0
+        self.w -= self.lr * self.x.T @ p / len(self.y)
+        return loss
+
+
+def train(root, monkeypatch, learning_rates: dict) -> tuple:
+    """Two repeats of each framework's cell, trained; (runs, cells, curves) as the derivation makes them."""
+    SoftmaxRegression.learning_rates = learning_rates
+    monkeypatch.setattr(worker, "framework_module", lambda name: types.SimpleNamespace(Runner=SoftmaxRegression))
+    coords = []
+    for framework, strategy in (("pytorch", "single"), ("jax", "single")):
+        for repeat in (1, 2):
+            c = make_coords(framework=framework, strategy=strategy, repeat=repeat)
+            spec = RunSpec(coords=c, batch=8, image_size=32, seq_len=0, threads=1, device="cpu")
+            (root / c.run_dir).mkdir(parents=True)
+            assert worker.run_rank(spec, PROTOCOL, str(root / c.run_dir / "rank0.steps.jsonl"), 0) == "ok"
+            coords.append(c)
+    experiment = Grid(runs=coords, unavailable={}, protocol=PROTOCOL)
+    return tables.build_with_curves(experiment, root, convergence_tolerance=0.05)
+
+
+def test_a_framework_with_a_wrong_learning_rate_is_flagged_as_training_slower(tmp_path, monkeypatch):
+    runs, cells, curves = train(tmp_path, monkeypatch, {"pytorch": 0.5, "jax": 0.005})
+    verdict = cells.set_index("framework")
+    assert verdict.loc["pytorch", "convergence"] == "best"
+    assert verdict.loc["jax", "convergence"] == "slower", verdict.loc["jax", "convergence_reason"]
+    assert verdict.loc["jax", "loss_gap_low"] > 0.05
+    assert verdict.loc["jax", "convergence_reason"].startswith("trains slower than PyTorch (single)")
+    # Every step of every run, in order, samples counted as they were seen.
+    assert len(curves) == 4 * 14 and curves["loss"].notna().all()
+    assert curves.groupby(["framework", "repeat"])["samples_seen"].max().eq(14 * 8).all()
+    section = model_sections(cells, runs, [], curves)[0]
+    assert section["loss_figure"].startswith("data:image/png;base64,")
+    assert [r["slower"] for r in section["convergence_rows"]] == [True]
+    assert "## Convergence across frameworks" in tables.markdown(cells, PROTOCOL)
+
+
+def test_frameworks_that_learn_alike_are_level(tmp_path, monkeypatch):
+    _, cells, _ = train(tmp_path, monkeypatch, {"pytorch": 0.5, "jax": 0.5})
+    assert sorted(cells["convergence"]) == ["best", "level"]
+    assert cells["loss_gap"].abs().max() == pytest.approx(0.0, abs=1e-6)
