@@ -10,6 +10,8 @@ import hashlib
 import html
 import json
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -117,6 +119,14 @@ def test_a_working_directory_through_two_grids_and_a_protocol_change(workdir):
     assert back.returncode == 0, back.stderr[-4000:]
     assert not trained(back) and recorded(workdir) == second_runs
     assert cells(workdir) == {("resnet50", "1x1")} and report(workdir)[0] == "dlbench report: ResNet-50 on Toy (numpy)"
+
+    # A plain `snakemake` (Snakemake's every rerun trigger): a command changed with the config
+    # runs no recorded run again.
+    plain = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "-c1", "-n"]
+    plain += ["--configfile", str(workdir / "tiny.yaml"), "--config", "run={progress_every: 7}"]
+    done = subprocess.run(plain, capture_output=True, text=True, timeout=300, check=False)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "rerun triggers: mtime" in said and "train_" not in said, said[-3000:]
 
     # What the refusal says: the new protocol in a working directory of its own.
     elsewhere = workdir / "measured3"

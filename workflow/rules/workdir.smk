@@ -19,7 +19,7 @@ if not (workflow.remote_exec or workflow.subprocess_exec):
     dlbench_asked.record(config, RUN_RECORDS, GRID.runs)
 
 
-CHECKED_TRIGGERS = []
+CHECKED_TRIGGERS = set()
 
 
 def plan_by_mtime():
@@ -29,9 +29,10 @@ def plan_by_mtime():
     input function (the settings exist only once the DAG is being built, before any job's
     need is decided); an explicit --rerun-triggers other than all of them is kept."""
     settings = workflow.dag_settings
-    if CHECKED_TRIGGERS and CHECKED_TRIGGERS[-1] is settings:  # once, not per job
+    # Once per DAG, not per job; there are no settings outside one.
+    if settings is None or id(settings) in CHECKED_TRIGGERS:
         return
-    CHECKED_TRIGGERS.append(settings)
+    CHECKED_TRIGGERS.add(id(settings))
     if set(settings.rerun_triggers) == set(RerunTrigger.all()):
         settings.rerun_triggers = frozenset({RerunTrigger.MTIME})
         logger.info("rerun triggers: mtime, as the profiles set (docs/workdir.md)")
