@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
-from dlbench.analysis import efficiency, losses, sanity, stability, stats
+from dlbench.analysis import efficiency, losses, memory, sanity, stability, stats
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -91,6 +91,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
         return row
     row.update(_measurement(logs, measured))
     row.update(efficiency.run_energy(logs, row["measured_samples"]), sync=logs[0].header.get("sync", "step"))
+    row.update(memory.run_memory(logs))
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
     row.update(stability.run_columns(measured), start_time=logs[0].header.get("start_time", ""))
@@ -184,6 +185,7 @@ def cells_table(
                 "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
                 "python_env": "site" if "site" in set(group.get("python_env", ())) else "lock",
                 **efficiency.cell_energy(group),
+                **memory.cell_memory(group),
                 **_cell_sanity(group),
             }
         )

@@ -25,7 +25,6 @@ def build(
     return runs, cells
 
 
-
 def build_with_curves(
     experiment: Grid,
     root: str | Path = ".",
@@ -136,7 +135,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     data = real_vs_synthetic(cells)
     if not data.empty:
         lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
-    lines += sanity_lines(cells) + convergence_lines(cells)
+    lines += sanity_lines(cells) + convergence_lines(cells) + memory_lines(cells)
     energy = efficiency.energy_table(cells)
     if energy is not None:
         lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
@@ -165,6 +164,27 @@ def convergence_lines(cells: pd.DataFrame) -> list[str]:
         lines.append(f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "
                      + c["convergence_reason"])  # fmt: skip
     return [*lines, ""]
+
+
+def memory_lines(cells: pd.DataFrame) -> list[str]:
+    """The Markdown table of each cell's peak memory per rank (dlbench.analysis.memory)."""
+    if "peak_memory_gib" not in cells or not cells["peak_memory_gib"].notna().any():
+        return []
+    shown = cells[cells["peak_memory_gib"].notna()]
+    table = pd.DataFrame(
+        {
+            "cell": [
+                f"{c['framework']} {c['model']} {c['precision']} {c['data']} bs{c['batch']}"
+                for _, c in shown.iterrows()
+            ],
+            "scale": shown["scale"],
+            "strategy": shown["strategy"],
+            "GiB per rank": shown["peak_memory_gib"].round(3),
+            "of the limit": shown["memory_share"].map(lambda v: f"{v:.1%}" if v == v else ""),
+            "what": shown["memory_basis"],
+        }
+    )
+    return ["## Peak memory per rank", "", table.to_markdown(index=False), ""]
 
 
 def sanity_lines(cells: pd.DataFrame) -> list[str]:

@@ -17,7 +17,7 @@ import time
 import traceback
 
 from dlbench import __version__
-from dlbench.launch import energy
+from dlbench.launch import energy, host_memory
 from dlbench.models import samples_per_example
 from dlbench.runners import capabilities, framework_module
 from dlbench.runners.base import RunSpec
@@ -226,7 +226,7 @@ def run_rank(
         apply_memory_cap(memory_cap_mb)
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
-        meter = energy.open_meter(spec.device, _local_device_indices(spec))
+        meter = host_memory.WindowPeak(energy.open_meter(spec.device, _local_device_indices(spec)))
         steps = time_steps(
             runner, protocol["warmup_steps"], protocol["measured_steps"], progress_every, spec.dist.rank, meter
         )
@@ -248,6 +248,7 @@ def run_rank(
                 end_time=_utc_now(),
                 steps_completed=len(steps),
                 max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                window_rss_mb=getattr(meter, "window_rss_mb", lambda: None)(),
                 memory_cap_mb=memory_cap_mb or None,
                 energy=meter.record(),
                 **_device_memory(runner),

@@ -12,6 +12,7 @@ from dlbench.findings import vocabulary as fnd
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.plots import figures as figs
 from dlbench.plots.curves import loss_figure
+from dlbench.plots.memory import has_memory, memory_figure
 from dlbench.report.cells import cell_id, finding_html, throughput_tables
 
 
@@ -186,10 +187,12 @@ def model_sections(
 
 
 def _training(cells: pd.DataFrame, curves: pd.DataFrame | None, model: str) -> dict:
-    """A model's loss figure (None: no loss recorded) and its convergence rows."""
+    """A model's memory and loss figures (None: nothing recorded) and its convergence rows."""
     mine = curves[curves["model"] == model] if curves is not None and not curves.empty else None
     drawn = mine is not None and mine["loss"].map(finite).any()
     return {
+        "memory_figure": figs.png_data_uri(memory_figure, cells) if has_memory(cells) else None,
+        "memory_basis": ", ".join(sorted({labels.text(b) for b in cells.get("memory_basis", [])} - {""})),
         "loss_figure": figs.png_data_uri(loss_figure, mine) if drawn else None,
         "loss_wide": drawn and len(figs.facets(mine)) > 1,
         "convergence_rows": convergence_rows(cells),

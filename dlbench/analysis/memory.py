@@ -1,0 +1,54 @@
+"""Peak memory per rank, from the step logs' footers: on a GPU the framework allocator's peak
+(`device_memory`: PyTorch's caching allocator reservation where it has one, else the tensors'
+peak; JAX's peak bytes in use; the whole run's, docs/gpu.md), on a CPU the process's peak
+resident set over the measured window (`window_rss_mb`; the whole run's `max_rss_mb` where a
+log has no window figure). A run's figure is its largest rank's: the rank that runs out first."""
+
+from __future__ import annotations
+
+import math
+
+GIB = 2**30
+DEVICE, HOST, HOST_RUN = "device allocator peak", "host peak RSS (measured window)", "host peak RSS (whole run)"
+
+
+def _rank_peak(log) -> tuple[float, str, float]:
+    """(bytes, basis, capacity bytes or NaN) of one rank; NaN where its device's memory is not
+    recorded (a GPU run's log older than `device_memory`: the host's RSS is not the GPU's)."""
+    footer = log.footer or {}
+    device = footer.get("device_memory")
+    if device:
+        peak = device.get("reserved_bytes") or device["peak_bytes"]
+        return float(peak), DEVICE, float(device.get("limit_bytes") or math.nan)
+    if (log.header or {}).get("device", "cpu") != "cpu":
+        return math.nan, "", math.nan
+    if footer.get("window_rss_mb") is not None:
+        return float(footer["window_rss_mb"]) * 2**20, HOST, math.nan
+    rss = footer.get("max_rss_mb")
+    return (float(rss) * 2**20 if rss is not None else math.nan), HOST_RUN, math.nan
+
+
+def run_memory(logs) -> dict:
+    """A run's memory columns: the largest rank's peak in GiB, what it measures, and its share of
+    the allocator's limit where one is reported (PyTorch: the device's memory; JAX: the pool
+    XLA preallocated, 75 % of the device by default)."""
+    peaks = [_rank_peak(log) for log in logs]
+    peak, basis, capacity = max(peaks, key=lambda p: -1.0 if math.isnan(p[0]) else p[0])
+    return {
+        "peak_memory_gib": peak / GIB,
+        "memory_basis": basis if not math.isnan(peak) else "",
+        "memory_share": peak / capacity if capacity > 0 else math.nan,
+    }
+
+
+def cell_memory(group) -> dict:
+    """A cell's memory columns: the means over its runs that finished; the basis they share."""
+    if "peak_memory_gib" not in group:
+        return {"peak_memory_gib": math.nan, "memory_share": math.nan, "memory_basis": ""}
+    ok = group[group["status"] == "ok"]
+    out = {
+        c: float(ok[c].dropna().mean()) if ok[c].notna().any() else math.nan
+        for c in ("peak_memory_gib", "memory_share")
+    }
+    bases = sorted({b for b in ok["memory_basis"].fillna("") if b})
+    return out | {"memory_basis": " / ".join(bases)}
