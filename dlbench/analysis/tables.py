@@ -13,15 +13,9 @@ from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
 
 
-def build(
-    experiment: Grid,
-    root: str | Path = ".",
-    noisy_cv: float = 0.1,
-    flops: dict[str, float] | None = None,
-    peak_tflops: float = 0.0,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """runs.csv's and cells.csv's tables (build_with_curves: and losses.csv's)."""
-    runs, cells, _ = build_with_curves(experiment, root, noisy_cv, flops, peak_tflops)
+def build(experiment: Grid, root: str | Path = ".", **settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs.csv's and cells.csv's tables; `settings`: build_with_curves' (which adds losses.csv's)."""
+    runs, cells, _ = build_with_curves(experiment, root, **settings)
     return runs, cells
 
 
