@@ -28,6 +28,8 @@ if [ "$(id -u)" = 0 ]; then
     .venvs/analysis/bin/python -m dlbench.images.podman ensure mxnet > /dev/null \
         || echo "[test] the MXNet image did not build: the container tests will fail under CI" >&2
 fi
+# tests/test_container_pyxis.py runs pyxis for real only where enroot and pyxis are installed
+# (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC: no package registry has them), else skips.
 # Two workers (pytest-xdist): tests/conftest.py groups the tests so that each module's fixtures
 # are made once and the Slurm tests run one at a time in one worker. The 25 slowest tests are
 # printed every run (docs/testing.md: the suite's time budget).
