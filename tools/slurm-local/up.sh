@@ -8,6 +8,7 @@
 # "virtual nodes" n1..nN on this host, each with fake GPUs (gres) and declared CPUs.
 # Writes /etc/slurm/{slurm,gres,slurmdbd,cgroup}.conf so client commands work from
 # any shell; everything else (state, logs, PIDs, DB) lives in $DLBENCH_SLURM_DIR.
+# Where enroot and pyxis are installed (tools/hpc-runtimes.sh), loads pyxis (pyxis.sh).
 # Stop with tools/slurm-local/down.sh. See README.md beside this file.
 set -euo pipefail
 
@@ -251,6 +252,10 @@ for f in slurm.conf gres.conf cgroup.conf slurmdbd.conf; do
 done
 chmod 600 "$ETC/slurmdbd.conf"
 chmod 644 "$ETC/slurm.conf" "$ETC/gres.conf" "$ETC/cgroup.conf"
+# pyxis in the plugstack, each node's enroot paths (pyxis.sh); a change restarts the daemons
+source "$(dirname "$0")/pyxis.sh"
+pyxis_configure
+[ "$PYXIS_CHANGED" = 1 ] && changed=1
 
 # a config change while Slurm daemons run: restart those (not munge/mariadb)
 if [ $changed = 1 ] && { alive slurmctld || alive slurmdbd || ls "$STATE"/pids/slurmd-* >/dev/null 2>&1; }; then
@@ -326,7 +331,7 @@ fi
 for i in $(seq 1 "$NNODES"); do
     if ! alive "slurmd-n$i"; then
         rm -f "$STATE/run/slurmd-n$i.pid"
-        setsid /usr/sbin/slurmd -N "n$i" </dev/null >>"$STATE/log/slurmd-n$i.out" 2>&1
+        PATH=$(node_path "n$i") setsid /usr/sbin/slurmd -N "n$i" </dev/null >>"$STATE/log/slurmd-n$i.out" 2>&1
         record_pidfile "slurmd-n$i" "$STATE/run/slurmd-n$i.pid"
         log "slurmd -N n$i started (pid $(cat "$STATE/pids/slurmd-n$i"))"
     fi
@@ -351,6 +356,8 @@ wait_for "sacct" sacct -n -X -S now-1minutes
 wait_for "cluster $CLUSTER registered in slurmdbd" sh -c "sacctmgr -n -P show cluster format=cluster,controlport | grep -q '^$CLUSTER|$CTLD_PORT\$'"
 lap "ready"
 
+pyxis_check
 log "Slurm $(sinfo --version | awk '{print $2}') up: state $STATE, config $ETC/slurm.conf"
+log "$PYXIS_STATUS"
 sinfo -N -o '%N %P %t %c %m %G'
 printf '[slurm-local] timing: %-18s %5ss\n' TOTAL "$(since "$T0")"
