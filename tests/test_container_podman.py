@@ -168,18 +168,24 @@ def test_the_squashfs_is_made_from_the_pinned_image_and_holds_the_runner(mxnet_i
     assert again["squashfs_sha256"] == mxnet_squashfs["squashfs_sha256"]
 
 
-def test_a_changed_squashfs_stops_the_run_naming_both_digests(tmp_path, mxnet_image, mxnet_squashfs, monkeypatch):
-    """One byte of a real copy changed: no rank starts (no srun is reached), a FAILED cell."""
-    monkeypatch.chdir(tmp_path)
+def tampered_squashfs(tmp_path: Path, lock: dict) -> Path:
+    """A store holding the image's locks and a copy of its squashfs with one byte changed."""
     store = tmp_path / "images"
     store.mkdir()
-    for name in (f"{FRAMEWORK}.lock.json", squashfs_lock_path("", FRAMEWORK).name, mxnet_squashfs["squashfs"]):
+    for name in (f"{lock['framework']}.lock.json", squashfs_lock_path("", lock["framework"]).name, lock["squashfs"]):
         shutil.copy(STORE / name, store / name)
-    with open(store / mxnet_squashfs["squashfs"], "r+b") as image:
+    with open(store / lock["squashfs"], "r+b") as image:
         image.seek(4096)
         byte = image.read(1)
         image.seek(4096)
         image.write(bytes([byte[0] ^ 0xFF]))
+    return store
+
+
+def test_a_changed_squashfs_stops_the_run_naming_both_digests(tmp_path, mxnet_image, mxnet_squashfs, monkeypatch):
+    """One byte of a real copy changed: no rank starts (no srun is reached), a FAILED cell."""
+    monkeypatch.chdir(tmp_path)
+    store = tampered_squashfs(tmp_path, mxnet_squashfs)
     changed = images.sha256_of(store / mxnet_squashfs["squashfs"])
     run_dir = tmp_path / "results" / "runs" / "x"
     req = dataclasses.replace(request(run_dir, store), launcher="srun", container="pyxis")

@@ -161,7 +161,7 @@ def write_squashfs_lock(images: Path, framework: str = "mxnet", content: bytes =
 
 
 def test_pyxis_starts_every_rank_in_the_squashfs_through_srun_options(tmp_path, monkeypatch):
-    """pyxis cannot be installed here: its srun line is what is tested, as strings."""
+    """The srun line, as strings (tests/test_container_pyxis.py runs it where pyxis is installed)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     images_dir = tmp_path / "images"
@@ -176,7 +176,7 @@ def test_pyxis_starts_every_rank_in_the_squashfs_through_srun_options(tmp_path, 
     options = cmd[cmd.index("--gpus-per-node=2") + 1 : cmd.index("sh")]
     assert options == [
         f"--container-image={sqsh}",
-        f"--container-mounts={results}:{results}:rw,{data}:{data}:ro,/tmp:/tmp:rw",
+        f"--container-mounts={results}:{results}:rw,{data}:{data}:ro",
         f"--container-workdir={tmp_path}",
         "--no-container-mount-home",
         "--container-readonly",
@@ -300,10 +300,14 @@ def test_the_header_records_runtime_digest_and_the_lock_inside_the_image(monkeyp
     assert "env_lock_in_image_sha256" in info
 
 
-def test_the_environment_table_names_runtime_digest_and_lock():
-    (row,) = environment.summarize(pd.DataFrame(), [container_header()])["software"]
+@pytest.mark.parametrize("runtime", ["podman", "apptainer", "pyxis"])
+def test_the_environment_table_names_runtime_digest_and_lock(runtime):
+    """A campaign under Apptainer is marked as such, like one under podman or pyxis."""
+    header = container_header()
+    header["provenance"]["container"]["runtime"] = runtime
+    (row,) = environment.summarize(pd.DataFrame(), [header])["software"]
     image = f"localhost/dlbench/mxnet:0123456789ab {DIGEST[:19]}"
-    assert row["container"] == f"podman {image} (env lock sha256 cdcdcdcdcdcd)"
+    assert row["container"] == f"{runtime} {image} (env lock sha256 cdcdcdcdcdcd)"
 
 
 def test_the_audit_fails_a_run_whose_image_is_not_the_locked_one(tmp_path):

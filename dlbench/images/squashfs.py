@@ -4,7 +4,9 @@
 
 The file system of the image the framework's lock pins (by its config digest, `podman image
 mount`), packed by `mksquashfs` with fixed owners and times: the same image gives the same
-file, byte for byte. Written to `<images>/<framework>.sqsh`, pinned by its sha256 in
+file, byte for byte. The image's environment (its config's Env: PATH, PYTHONPATH) becomes the
+file's /etc/environment, where enroot reads it, as `enroot import` writes it. Written to
+`<images>/<framework>.sqsh`, pinned by its sha256 in
 `<images>/<framework>.squashfs.lock.json` together with the podman image it came from; the
 pyxis runtime (dlbench/launch/container.py) checks both before any rank starts
 (docs/containers.md, pyxis).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from dlbench.images.podman import (
     podman,
     require,
 )
+from dlbench.images.podman import ensure as podman_ensure
 from dlbench.launch.container import (
     lock_path,
     podman_base,
@@ -45,6 +49,8 @@ from dlbench.launch.container import (
 ZSTD = ("-comp", "zstd", "-Xcompression-level", "3")
 # Fixed owners and times (mksquashfs 4.5 builds reproducibly by default; these remove what
 # the mounted tree's times and owners would add); no xattrs (the image carries none we need).
+# Where enroot reads an image's environment (enroot import writes the image config's Env there).
+ENVIRONMENT_FILE = "etc/environment"
 MKSQUASHFS_FLAGS = ("-noappend", "-all-root", "-no-xattrs", "-mkfs-time", "0", "-all-time", "0", *ZSTD)
 
 
@@ -60,10 +66,28 @@ def mounted(images: Path, config_digest: str):
         subprocess.run([*podman_base(images), "image", "unmount", image], capture_output=True)
 
 
-def mksquashfs(rootfs: Path, out: Path) -> None:
+def image_environment(images: Path, config_digest: str) -> list[str]:
+    """The image's Env (Containerfile ENV): podman sets it on `run`, the mounted tree lacks it."""
+    image = config_digest.removeprefix("sha256:")
+    found = podman(images, "image", "inspect", "--format", "{{json .Config.Env}}", image)
+    return json.loads(found or "null") or []
+
+
+def mksquashfs(rootfs: Path, out: Path, environment: list[str]) -> None:
+    """`environment` replaces the tree's etc/environment (a pseudo file: the mounted image is
+    never written), which enroot applies to every process it starts."""
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
-    done = subprocess.run(["mksquashfs", str(rootfs), str(partial), *MKSQUASHFS_FLAGS, "-quiet"], capture_output=True)
+    env_file, exclude = out.with_name(out.name + ".environment"), out.with_name(out.name + ".exclude")
+    env_file.write_text("".join(f"{line}\n" for line in environment))
+    exclude.write_text(f"{ENVIRONMENT_FILE}\n")
+    pseudo = f"{ENVIRONMENT_FILE} f 644 0 0 cat {env_file}"
+    cmd = ["mksquashfs", str(rootfs), str(partial), *MKSQUASHFS_FLAGS, "-quiet", "-p", pseudo, "-ef", str(exclude)]
+    try:
+        done = subprocess.run(cmd, capture_output=True)
+    finally:
+        env_file.unlink(missing_ok=True)
+        exclude.unlink(missing_ok=True)
     if done.returncode != 0:
         raise BuildError(f"mksquashfs {rootfs} failed: {done.stderr.decode(errors='replace')[-2000:]}")
     os.replace(partial, out)  # a build cut short never stands beside the lock that pins the old one
@@ -82,8 +106,9 @@ def build(framework: str, images: Path) -> dict:
     if image_id(images, image["image"]) != image["config_digest"]:
         raise BuildError(f"image {image['image']} is not the pinned {image['config_digest']}: rebuild it first")
     out = squashfs_path(images, framework)
+    environment = image_environment(images, image["config_digest"])
     with mounted(images, image["config_digest"]) as rootfs:
-        mksquashfs(rootfs, out)
+        mksquashfs(rootfs, out, environment)
     lock = {
         "framework": framework,
         "runtime": "pyxis",
@@ -95,12 +120,29 @@ def build(framework: str, images: Path) -> dict:
         "image_lock_sha256": sha256_of(lock_path(images, framework)),
         "env_lock": image.get("env_lock"),
         "env_lock_sha256": image.get("env_lock_sha256"),
+        "environment": environment,
         "mksquashfs": mksquashfs_version(),
         "mksquashfs_flags": list(MKSQUASHFS_FLAGS),
         "built_at": _now(),
         "build_seconds": round(time.monotonic() - started, 1),
     }
     _write_json(squashfs_lock_path(images, framework), lock)
+    return lock
+
+
+def ensure(framework: str, images: Path) -> dict:
+    """The framework's image and its squashfs, each made again only where it is not current
+    (the squashfs: missing, or made from another image than the one the lock pins now)."""
+    image = podman_ensure(framework, images)
+    with build_lock(images):
+        try:
+            lock = json.loads(squashfs_lock_path(images, framework).read_text())
+        except (OSError, ValueError):
+            lock = {}
+        path = squashfs_path(images, framework)
+        made = path.is_file() and path.stat().st_size == lock.get("squashfs_bytes")
+        if not made or lock.get("config_digest") != image["config_digest"]:
+            lock = build(framework, images)
     return lock
 
 

@@ -254,8 +254,8 @@ class Pyxis(Runtime):
     """pyxis/enroot: srun itself starts every task in a container made from the squashfs file
     (srun_options); the task's command, which runs inside, only sets what the header records.
     pyxis passes the task's environment in (DLBENCH_*, SLURM_*, CUDA_VISIBLE_DEVICES) and
-    enroot shares the host network. Cluster path: its command lines are tested as strings; the
-    squashfs is built and verified here for real (dlbench.images.squashfs)."""
+    enroot shares the host network. Run for real on the local Slurm cluster where enroot and
+    pyxis are installed (tools/hpc-runtimes.sh; tests/test_container_pyxis.py)."""
 
     name = "pyxis"
 
@@ -283,9 +283,10 @@ class Pyxis(Runtime):
         return values | {"DLBENCH_IMAGE_LOCK_SHA256": sha256_of(lock)}
 
     def srun_options(self) -> list[str]:
-        # The read-only image; results the only writable mount, data outside it read-only, and
-        # the node's /tmp for the frameworks' scratch files (podman gets a tmpfs there).
-        mounts = [f"{path}:{path}:{mode}" for path, mode in self.mounts()] + ["/tmp:/tmp:rw"]
+        # The read-only image; results the only writable host path, data outside it read-only.
+        # enroot gives /tmp a private tmpfs (as podman does): binding the node's /tmp there
+        # exposed every host file under it read-write and hid results and data beneath it.
+        mounts = [f"{path}:{path}:{mode}" for path, mode in self.mounts()]
         return [
             f"--container-image={self.squashfs}",
             f"--container-mounts={','.join(mounts)}",
