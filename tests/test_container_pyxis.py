@@ -92,7 +92,7 @@ def test_the_install_script_names_a_missing_source_or_submodule(tmp_path):
     assert "usage:" in run_script(str(enroot)).stderr
 
 
-def configure_pyxis(tmp_path: Path, plugin: Path, enroot_dir: Path) -> dict:
+def configure_pyxis(tmp_path: Path, plugin: Path, enroot_dir: Path, options: str = "") -> dict:
     """tools/slurm-local/pyxis.sh in a scratch ETC and STATE: what up.sh gets from it."""
     script = (
         'log() { :; }; die() { echo "$*" >&2; exit 1; }\n'
@@ -101,6 +101,7 @@ def configure_pyxis(tmp_path: Path, plugin: Path, enroot_dir: Path) -> dict:
     )
     env = dict(os.environ, STATE=str(tmp_path / "state"), ETC=str(tmp_path / "etc"), NNODES="2")
     env |= {"DLBENCH_PYXIS_PLUGIN": str(plugin), "PATH": f"{enroot_dir}:{os.environ['PATH']}"}
+    env["DLBENCH_SLURM_PYXIS_OPTIONS"] = options
     (tmp_path / "state/etc").mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True)
     status, changed, path = done.stdout.splitlines()
@@ -126,6 +127,8 @@ def test_the_local_cluster_loads_pyxis_when_installed_with_each_nodes_own_enroot
     data = subprocess.run([wrapper, "create"], env={"PATH": str(bin_dir)}, capture_output=True, text=True).stdout
     assert data.strip() == f"{tmp_path}/state/enroot/n2/data"
     assert configure_pyxis(tmp_path, plugin, bin_dir)["changed"] == "0"  # unchanged: no restart
+    assert configure_pyxis(tmp_path, plugin, bin_dir, "use_squashfuse=1")["changed"] == "1"
+    assert conf.read_text().splitlines()[-1].endswith(f"runtime_path={tmp_path}/state/pyxis use_squashfuse=1")
     plugin.unlink()
     assert configure_pyxis(tmp_path, plugin, bin_dir)["changed"] == "1" and not conf.exists()
 
