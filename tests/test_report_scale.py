@@ -49,7 +49,8 @@ def test_the_campaign_has_the_caict_grid(caict):
 def test_the_report_grows_with_the_models_not_the_runs(caict):
     _, html, _ = caict
     images = re.findall(r'<img src="([^"]+)"', html)
-    # The summary; per model throughput, scaling, real vs synthetic, loss curves; stability, drift; the published campaign.
+    # The summary; per model throughput, scaling, real vs synthetic, loss curves; stability,
+    # drift; the published campaign.
     assert len(images) == 1 + 3 * 4 + 2 + 1, len(images)
     for model in ("resnet50", "vgg16", "bert_base"):
         section = html[html.index(f'<section id="model-{model}"') :]
