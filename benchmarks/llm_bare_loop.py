@@ -77,7 +77,7 @@ def jax_trainer(args):
 
     dtype = jnp.bfloat16 if args.bf16 else jnp.float32
     if args.definition == "transformers":
-        params, logits_of = flax_transformers_llama(args.model, dtype, args.seq_len, getattr(args, "plain_rope", False))
+        params, logits_of = flax_transformers_llama(args.model, dtype, args.seq_len, args.plain_rope)
     else:
         module = llm.Llama(args.model, dtype)
         params = module.init(jax.random.key(1), jnp.zeros((1, args.seq_len), jnp.int32))["params"]

@@ -197,8 +197,11 @@ def test_jax_window_clock_keeps_the_queue_full_and_times_each_step_on_the_device
     else:
         assert min(idle) >= QueuedRunner.DISPATCH_S * 0.9, idle
     for s, (_begins, ends) in zip(steps[2:], measured_queue, strict=True):
-        # A step's end is read when its output is ready: never before, and on the device's time.
+        # A step's end is read when its output is ready, never before.
         assert s["t_end"] >= ends - 1e-6
-        assert QueuedRunner.DEVICE_S * 0.9 <= s["t_end"] - s["t_start"] < QueuedRunner.DEVICE_S * 3
+    # On the device's time, not the host's dispatch: one late read on a loaded host shortens the
+    # next step by as much, so the median is checked, not each step.
+    seconds = sorted(s["t_end"] - s["t_start"] for s in steps[2:])
+    assert QueuedRunner.DEVICE_S * 0.9 <= seconds[len(seconds) // 2] < QueuedRunner.DEVICE_S * 2, seconds
     window_s = steps[-1]["t_end"] - steps[2]["t_start"]
     assert window_s == pytest.approx(measured_queue[-1][1] - steps[2]["t_start"], abs=0.02)

@@ -30,6 +30,13 @@ if [ "$(id -u)" = 0 ]; then
 fi
 # tests/test_container_pyxis.py runs pyxis for real only where enroot and pyxis are installed
 # (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC: no package registry has them), else skips.
+# There its images are set-up, made here (PyTorch's image and squashfs: ≈ 8 min on a fresh machine).
+if [ "$(id -u)" = 0 ] && command -v enroot > /dev/null; then
+    for framework in mxnet pytorch; do
+        .venvs/analysis/bin/python -m dlbench.images.squashfs "$framework" --ensure > /dev/null \
+            || echo "[test] the $framework squashfs did not build: the pyxis tests will fail" >&2
+    done
+fi
 # Two workers (pytest-xdist): tests/conftest.py groups the tests so that each module's fixtures
 # are made once and the Slurm tests run one at a time in one worker. The 25 slowest tests are
 # printed every run (docs/testing.md: the suite's time budget).

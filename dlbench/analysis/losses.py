@@ -21,6 +21,9 @@ CURVE_COLUMN = "loss_curve"  # runs_table's per-run series, moved out to losses.
 CURVE_FIELDS = ["step", "phase", "samples_seen", "loss"]
 # What makes two cells comparable: all coordinates but who trained and how it was split.
 MATCH_FIELDS = [f for f in CELL_FIELDS if f not in ("framework", "strategy")]
+# The verdicts of convergence(): the group's lowest loss, within the tolerance of it, or above.
+BEST, LEVEL, SLOWER = "best", "level", "slower"
+COMPARED = (LEVEL, SLOWER)
 CONVERGENCE_COLUMNS = ["convergence", "convergence_reason", "loss_gap", "loss_gap_low", "loss_gap_high"]
 
 
@@ -89,7 +92,7 @@ def _cell_row(cells: pd.DataFrame, match: dict, cell: tuple) -> pd.Series:
 def _verdict(cell, best, losses: pd.DataFrame, best_losses: pd.DataFrame, scale: float, tolerance: float) -> list:
     best_mean = float(best_losses["loss"].mean())
     if cell == best:
-        return ["best", f"lowest last-quarter loss of its group ({best_mean:.4g})", 0.0, 0.0, 0.0]
+        return [BEST, f"lowest last-quarter loss of its group ({best_mean:.4g})", 0.0, 0.0, 0.0]
     paired = losses.merge(best_losses, on=["repeat", "at"], suffixes=("", "_best"))
     gaps = ((paired["loss"] - paired["loss_best"]) / abs(scale)).dropna().to_numpy()
     if not gaps.size:
@@ -103,4 +106,4 @@ def _verdict(cell, best, losses: pd.DataFrame, best_losses: pd.DataFrame, scale:
         f"{losses['loss'].mean():.4g} vs {best_mean:.4g}, a gap of {gap:+.1%} [{low:+.1%}, {high:+.1%}] "
         f"of its first-step loss {scale:.4g} over {gaps.size} matched steps (tolerance {tolerance:.0%})"
     )
-    return ["slower" if slower else "level", reason, gap, low, high]
+    return [SLOWER if slower else LEVEL, reason, gap, low, high]

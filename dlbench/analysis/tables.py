@@ -13,9 +13,9 @@ from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
 
 
-def build(experiment: Grid, root: str | Path = ".", **settings) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """runs.csv's and cells.csv's tables; `settings`: build_with_curves' (which adds losses.csv's)."""
-    runs, cells, _ = build_with_curves(experiment, root, **settings)
+def build(experiment: Grid, root: str | Path = ".", **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs.csv's and cells.csv's tables; `options`: build_with_curves' (which adds losses.csv's)."""
+    runs, cells, _ = build_with_curves(experiment, root, **options)
     return runs, cells
 
 
@@ -149,10 +149,10 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
 
 def convergence_lines(cells: pd.DataFrame) -> list[str]:
     """The Markdown section comparing frameworks' losses where cells train the same model alike."""
-    if "convergence" not in cells or not cells["convergence"].isin(["slower", "level"]).any():
+    if "convergence" not in cells or not cells["convergence"].isin(losses.COMPARED).any():
         return []
-    judged = cells[cells["convergence"].isin(["slower", "level"])]
-    slower = judged[judged["convergence"] == "slower"]
+    judged = cells[cells["convergence"].isin(losses.COMPARED)]
+    slower = judged[judged["convergence"] == losses.SLOWER]
     lines = ["## Convergence across frameworks", "", f"{len(slower)} of {len(judged)} compared cells train slower.", ""]
     for _, c in judged.iterrows():
         lines.append(f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "

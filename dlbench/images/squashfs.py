@@ -1,6 +1,6 @@
 """The squashfs file pyxis/enroot runs ranks from, made from the pinned podman image.
 
-    python -m dlbench.images.squashfs FRAMEWORK [--images DIR]
+    python -m dlbench.images.squashfs FRAMEWORK [--images DIR] [--ensure]
 
 The file system of the image the framework's lock pins (by its config digest, `podman image
 mount`), packed by `mksquashfs` with fixed owners and times: the same image gives the same
@@ -150,10 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m dlbench.images.squashfs", description=__doc__.splitlines()[0])
     p.add_argument("framework")
     p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
+    p.add_argument("--ensure", action="store_true", help="build the image and the file only where not current")
     args = p.parse_args(argv)
     images = Path(args.images).resolve() if args.images else images_dir()
 
     def produce():
+        if args.ensure:
+            return ensure(args.framework, images)
         with build_lock(images):
             return build(args.framework, images)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 STATUS, CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
 
 
-def _high_water_kb() -> int | None:
+def status_kb(field: str) -> int | None:
+    """A kB figure of /proc/self/status (VmHWM, VmSize...); None where there is none."""
     try:
         with open(STATUS) as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1])
     except OSError:
         pass
@@ -37,7 +38,7 @@ class WindowPeak:
             self.reset = False
 
     def stop(self) -> None:
-        self.peak_kb = _high_water_kb() if self.reset else None
+        self.peak_kb = status_kb("VmHWM") if self.reset else None
         self.meter.stop()
 
     def record(self) -> dict:

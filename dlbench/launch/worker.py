@@ -172,11 +172,7 @@ def _finite_or_none(x: float):
 
 
 def _mapped_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return (host_memory.status_kb("VmSize") or 0) * 1024
 
 
 def apply_memory_cap(cap_mb: int) -> None:
@@ -216,7 +212,7 @@ def run_rank(
     runner = None
     writer = None
     steps: list[dict] = []
-    meter = energy.NotMeasured("the run ended before its measured window")
+    meter = host_memory.WindowPeak(energy.NotMeasured("the run ended before its measured window"))
     status, error = "ok", None
     start_time = _utc_now()
     try:
@@ -248,7 +244,7 @@ def run_rank(
                 end_time=_utc_now(),
                 steps_completed=len(steps),
                 max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                window_rss_mb=getattr(meter, "window_rss_mb", lambda: None)(),
+                window_rss_mb=meter.window_rss_mb(),
                 memory_cap_mb=memory_cap_mb or None,
                 energy=meter.record(),
                 **_device_memory(runner),

@@ -6,6 +6,7 @@ import pandas as pd
 
 from dlbench import labels, llm
 from dlbench.analysis.aggregate import real_data_pairs
+from dlbench.analysis.losses import COMPARED, SLOWER
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
 from dlbench.findings import vocabulary as fnd
@@ -203,14 +204,14 @@ def convergence_rows(cells: pd.DataFrame) -> list[dict]:
     """The cells compared with the others that train the same model alike (dlbench.analysis.losses)."""
     if "convergence" not in cells:
         return []
-    judged = cells[cells["convergence"].map(labels.text).isin(["slower", "level"])]
+    judged = cells[cells["convergence"].map(labels.text).isin(COMPARED)]
     return [
         {
             "cell_id": cell_id(fnd.cell_key(c)),
             "framework": labels.framework_label(c["framework"]),
             "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
             "setup": labels.setup(c["batch"], c["precision"], c["data"]),
-            "slower": c["convergence"] == "slower",
+            "slower": c["convergence"] == SLOWER,
             "reason": labels.text(c["convergence_reason"]),
         }
         for _, c in judged.sort_values(["data", "batch", "devices", "framework", "strategy"]).iterrows()
