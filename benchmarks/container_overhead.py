@@ -47,6 +47,7 @@ from dlbench.coords import RunCoords  # noqa: E402
 from dlbench.images import podman as images  # noqa: E402
 from dlbench.images import squashfs  # noqa: E402
 from dlbench.launch import LaunchRequest  # noqa: E402
+from dlbench.protocol import RunProtocol  # noqa: E402
 from dlbench.steplog import read_steplog  # noqa: E402
 
 MODES = ("none", "podman", "pyxis")
@@ -93,7 +94,7 @@ def request(mode: str, args) -> LaunchRequest:
     coords = RunCoords(args.framework, args.model, "fp32", "synthetic", str(args.batch), "1x1", "single", 1)
     in_image = mode != "none"
     return LaunchRequest(
-        coords, coords.run_dir, "caict2020", args.warmup, args.steps, "mean",
+        coords, RunProtocol("caict2020", args.warmup, args.steps, "mean"), coords.run_dir,
         image_size=args.image_size, threads=args.threads, progress_every=0, time_limit=900, launcher="srun",
         container=mode, images=str(images.images_dir()),
         env_lock=f"/opt/dlbench/envs/{args.framework}.txt" if in_image else str(REPO / f"envs/{args.framework}.txt"),

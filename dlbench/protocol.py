@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 STATISTICS = ("mean", "median", "olympic_mean")
 
 # warm-up steps, measured steps, repeats, statistic over repeats.
@@ -46,3 +48,22 @@ ADAPTIVE_DEFAULTS = {"target": 0.02, "min_repeats": 3, "max_repeats": 10}
 def planned_repeats(protocol: dict) -> int:
     """The repeats a cell is planned with: all of them, or, adaptive, the minimum."""
     return protocol["adaptive"]["min_repeats"] if protocol["repeats"] == "auto" else protocol["repeats"]
+
+
+@dataclass(frozen=True)
+class RunProtocol:
+    """What one run is measured by (repeats are planning's): the launch request carries it as
+    one value, the step log's header records `as_dict()`."""
+
+    preset: str
+    warmup_steps: int
+    measured_steps: int
+    statistic: str
+
+    @classmethod
+    def of(cls, protocol: dict) -> RunProtocol:
+        """The run's part of a resolved protocol (`resolve()`'s dict)."""
+        return cls(**{f.name: protocol[f.name] for f in fields(cls)})
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

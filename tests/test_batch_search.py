@@ -10,6 +10,7 @@ import pytest
 
 from dlbench.launch import LaunchRequest
 from dlbench.planning import batch_search
+from dlbench.protocol import RunProtocol
 
 
 def probe_request(preset: str = "dlperf") -> LaunchRequest:
@@ -37,8 +38,8 @@ def test_search_finds_the_edge():
 
 def test_probe_request_takes_the_grids_preset():
     request = probe_request("dlperf")
-    assert request.preset == "dlperf" and request.statistic == "median"
-    assert (request.warmup_steps, request.measured_steps, request.progress_every) == (1, 1, 0)
+    assert request.protocol == RunProtocol("dlperf", warmup_steps=1, measured_steps=1, statistic="median")
+    assert request.progress_every == 0
     assert (request.coords.scale, request.coords.strategy, request.coords.data) == ("1x1", "single", "synthetic")
 
 

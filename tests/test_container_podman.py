@@ -24,6 +24,7 @@ from dlbench.images import squashfs
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import podman_base, squashfs_lock_path
 from dlbench.launch.run import run_as_launcher
+from dlbench.protocol import RunProtocol
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, make_coords
 from tests.test_slurm import cluster_answers
@@ -59,7 +60,7 @@ def mxnet_squashfs(mxnet_image) -> dict:
 def request(run_dir: Path, images_dir: Path, **coords) -> LaunchRequest:
     coords = make_coords(**{"framework": "mxnet", "batch": "2", **coords})
     return LaunchRequest(
-        coords, str(run_dir), "mlperf", 1, 2, "mean", image_size=32, threads=2, progress_every=0,
+        coords, RunProtocol("mlperf", 1, 2, "mean"), str(run_dir), image_size=32, threads=2, progress_every=0,
         env_lock=f"/opt/dlbench/envs/{coords.framework}.txt", container="podman", images=str(images_dir),
     )  # fmt: skip
 

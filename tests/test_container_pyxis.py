@@ -25,6 +25,7 @@ from dlbench.images import squashfs
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import IMAGE_PYTHON
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher
+from dlbench.protocol import RunProtocol
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO, make_coords
 from tests.test_container_podman import tampered_squashfs
@@ -53,8 +54,9 @@ needs_pyxis = pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE
 def request(run_dir: Path, framework: str = "mxnet", **coords) -> LaunchRequest:
     coords = make_coords(**{"framework": framework, "batch": "2", **coords})
     return LaunchRequest(
-        coords, str(run_dir), "mlperf", 1, 2, "mean", image_size=32, threads=2, progress_every=0, time_limit=240,
-        env_lock=f"/opt/dlbench/envs/{framework}.txt", container="pyxis", launcher="srun", images=str(STORE),
+        coords, RunProtocol("mlperf", 1, 2, "mean"), str(run_dir), image_size=32, threads=2, progress_every=0,
+        time_limit=240, env_lock=f"/opt/dlbench/envs/{framework}.txt", container="pyxis", launcher="srun",
+        images=str(STORE),
     )  # fmt: skip
 
 

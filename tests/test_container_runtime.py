@@ -29,6 +29,7 @@ from dlbench.launch.run import run_as_launcher
 from dlbench.planning.config import schema_problem
 from dlbench.planning.deployment import Deployment, DeploymentError
 from dlbench.planning.schema import fill_defaults
+from dlbench.protocol import RunProtocol
 from tests.conftest import REPO, make_coords
 
 DIGEST = "sha256:" + "ab" * 32
@@ -58,7 +59,8 @@ def images_sha(framework: str) -> str:
 def request(images: Path, container: str = "podman", **options) -> LaunchRequest:
     coords = options.pop("coords", make_coords(framework="mxnet"))
     run_dir = options.pop("run_dir", "results/runs/x/rep1")
-    return LaunchRequest(coords, run_dir, "mlperf", 1, 2, "mean", container=container, images=str(images), **options)
+    protocol = RunProtocol("mlperf", 1, 2, "mean")
+    return LaunchRequest(coords, protocol, run_dir, container=container, images=str(images), **options)
 
 
 def test_a_bad_runtime_is_one_message_naming_the_key():
@@ -215,7 +217,7 @@ def test_the_plan_shows_each_srun_step_with_the_pinned_squashfs(tmp_path, monkey
     fill_defaults(config)
     deploy = Deployment(config, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
     runs = [make_coords(framework="mxnet", scale=scale, strategy="dist_sync") for scale in ("2x4", "2x4", "1x4")]
-    protocol = {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 2, "statistic": "mean"}
+    protocol = RunProtocol("mlperf", warmup_steps=1, measured_steps=2, statistic="mean")
     before = deploy.srun_lines(runs, protocol)  # the image is not built yet: the rank's part elided
     assert len(before) == 2 and before[0].startswith("mxnet 2x4: srun --nodes=2 --ntasks=8")
     assert f"--container-image={tmp_path}/mxnet-cuda.sqsh" in before[0] and "not built yet" in before[0]

@@ -7,6 +7,7 @@ import pytest
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
 from dlbench.planning.deployment import Deployment, DeploymentError
+from dlbench.protocol import RunProtocol
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"run": {"launcher": "local", "data_workers": 0, "threads": 4}, "grid": {}}
@@ -53,7 +54,7 @@ RUN_SETTINGS = {
     "launcher": "local", "data_workers": 0, "threads": 4, "image_size": 64, "seq_len": 0, "device": "cpu",
     "compile": False, "time_limit_s": 900, "progress_every": 5, "memory_cap_mb": 0,
 }  # fmt: skip
-PROTOCOL = {"preset": "caict2020", "warmup_steps": 5, "measured_steps": 20, "statistic": "mean"}
+PROTOCOL = RunProtocol("caict2020", warmup_steps=5, measured_steps=20, statistic="mean")
 
 
 @pytest.mark.parametrize("repo", [REPO, "/tmp/a repo's copy"])

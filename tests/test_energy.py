@@ -9,11 +9,12 @@ import types
 import pytest
 
 from dlbench.launch import energy, worker
+from dlbench.protocol import RunProtocol
 from dlbench.runners.base import Runner, RunSpec
 from dlbench.steplog import read_steplog
 from tests.conftest import make_coords
 
-PROTOCOL = {"preset": "caict2020", "warmup_steps": 2, "measured_steps": 4, "statistic": "mean"}
+PROTOCOL = RunProtocol("caict2020", warmup_steps=2, measured_steps=4, statistic="mean")
 STEP_S = 0.004
 
 

@@ -10,6 +10,7 @@ from dlbench.coords import RunCoords
 from dlbench.launch.request import LaunchRequest
 from dlbench.planning.config import checked_grid
 from dlbench.planning.grid import ConfigError
+from dlbench.protocol import RunProtocol
 from dlbench.runners import capabilities
 from dlbench.runners.base import RunSpec
 from tests.conftest import REPO
@@ -46,7 +47,7 @@ def test_options_travel_in_the_launch_request_and_fill_in_their_defaults():
     mxnet = capabilities("mxnet")
     assert mxnet.options_text({"sync": "loss"}) == "sync=loss"
     coords = RunCoords("mxnet", "resnet50", "fp32", "synthetic", "8", "1x1", "single", 1)
-    request = LaunchRequest(coords, "/r", "caict2020", 1, 2, "mean", options="sync=loss")
+    request = LaunchRequest(coords, RunProtocol("caict2020", 1, 2, "mean"), "/r", options="sync=loss")
     assert LaunchRequest.from_argv(request.to_argv()).options == "sync=loss"
     spec = RunSpec(coords, 8, 0, 0, 1, "cpu", options=mxnet.parse_options(request.options))
     assert spec.options == {"sync": "loss"} and spec.image_size == 224  # the size resolved once, here

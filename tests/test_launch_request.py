@@ -10,11 +10,12 @@ import pytest
 from dlbench.launch import TIME_LIMIT_GRACE_S, LaunchRequest, slurm
 from dlbench.launch.launchers import LAUNCHERS, LocalLauncher, SrunLauncher, launcher_for, this_rank
 from dlbench.launch.request import LAUNCHER_NAMES
+from dlbench.protocol import RunProtocol
 from tests.conftest import make_coords
 
 
 def minimal_request(**options) -> LaunchRequest:
-    return LaunchRequest(make_coords(), "results/runs/x/rep1", "caict2020", 5, 20, "mean", **options)
+    return LaunchRequest(make_coords(), RunProtocol("caict2020", 5, 20, "mean"), "results/runs/x/rep1", **options)
 
 
 EVERY_OPTION = {
@@ -54,19 +55,21 @@ def test_round_trip(options):
 
 
 def test_every_option_is_on_the_command_line():
-    """A field added to LaunchRequest reaches the parser and the argv (none is forgotten)."""
+    """A field added to LaunchRequest or RunProtocol reaches the parser and the argv (none is forgotten)."""
     argv = minimal_request(**EVERY_OPTION).to_argv()
-    for field in dataclasses.fields(LaunchRequest):
-        if field.name != "coords":
+    carried = [*dataclasses.fields(LaunchRequest), *dataclasses.fields(RunProtocol)]
+    for field in carried:
+        if field.name not in ("coords", "protocol"):
             assert "--" + field.name.replace("_", "-") in argv, field.name
-    assert set(EVERY_OPTION) == {f.name for f in dataclasses.fields(LaunchRequest)} - {
-        "coords",
-        "run_dir",
-        "preset",
-        "warmup_steps",
-        "measured_steps",
-        "statistic",
-    }
+    assert set(EVERY_OPTION) == {f.name for f in dataclasses.fields(LaunchRequest)} - {"coords", "protocol", "run_dir"}
+
+
+def test_the_protocol_travels_as_one_typed_value():
+    request = minimal_request()
+    back = LaunchRequest.from_argv(request.to_argv())
+    assert back.protocol == RunProtocol("caict2020", 5, 20, "mean") and isinstance(back.protocol.warmup_steps, int)
+    with pytest.raises(SystemExit):
+        LaunchRequest.from_argv([*request.to_argv(), "--statistic", "mode"])  # argparse: the last one counts
 
 
 def test_defaults_stay_off_the_command_line():

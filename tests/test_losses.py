@@ -10,6 +10,7 @@ import pytest
 from dlbench.analysis import tables
 from dlbench.launch import worker
 from dlbench.planning.grid import Grid
+from dlbench.protocol import RunProtocol
 from dlbench.report.sections import model_sections
 from dlbench.runners.base import Runner, RunSpec
 from tests.conftest import make_coords
@@ -52,7 +53,8 @@ def train(root, monkeypatch, learning_rates: dict) -> tuple:
             c = make_coords(framework=framework, strategy=strategy, repeat=repeat)
             spec = RunSpec(coords=c, batch=8, image_size=32, seq_len=0, threads=1, device="cpu")
             (root / c.run_dir).mkdir(parents=True)
-            assert worker.run_rank(spec, PROTOCOL, str(root / c.run_dir / "rank0.steps.jsonl"), 0) == "ok"
+            log = str(root / c.run_dir / "rank0.steps.jsonl")
+            assert worker.run_rank(spec, RunProtocol.of(PROTOCOL), log, 0) == "ok"
             coords.append(c)
     experiment = Grid(runs=coords, unavailable={}, protocol=PROTOCOL)
     return tables.build_with_curves(experiment, root, convergence_tolerance=0.05)

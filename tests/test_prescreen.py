@@ -17,6 +17,7 @@ from dlbench.launch.prescreen import SCHEMA, log_name
 from dlbench.planning import prescreen as planning
 from dlbench.planning.config import checked_grid
 from dlbench.planning.jobs import JobShape, shapes
+from dlbench.protocol import RunProtocol
 from dlbench.report.page import environment_of_templates
 from dlbench.report.prescreen import section
 from tests.conftest import REPO, framework_python, make_coords
@@ -71,7 +72,8 @@ def measured(tmp_path_factory):
     from dlbench.launch.request import LaunchRequest
 
     shape = plan.shapes[0]
-    base = LaunchRequest(make_coords(model="allreduce", strategy="allreduce", scale="1x2"), "", "mlperf", 0, 1, "mean")
+    coords = make_coords(model="allreduce", strategy="allreduce", scale="1x2")
+    base = LaunchRequest(coords, RunProtocol("mlperf", 0, 1, "mean"), "")
     request = plan.request(base, shape, c["prescreen"])
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [str(framework_python("pytorch")), "-m", "dlbench.launch", *request.to_argv()]

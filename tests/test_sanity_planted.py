@@ -12,6 +12,7 @@ from dlbench.analysis import tables
 from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
 from dlbench.launch.request import LaunchRequest
+from dlbench.protocol import RunProtocol
 from dlbench.report import render
 from dlbench.workload import LR_SCALE_ENV, SGD_LR_PER_256
 from tests.conftest import REPO, framework_python
@@ -31,8 +32,8 @@ def test_a_planted_diverging_run_is_marked_with_its_reason(tmp_path):
     )
     request = LaunchRequest(
         coords=coords,
+        protocol=RunProtocol.of(PROTOCOL),
         run_dir=str(tmp_path / coords.run_dir),
-        **{k: PROTOCOL[k] for k in ("preset", "warmup_steps", "measured_steps", "statistic")},
         image_size=32,
         progress_every=0,
     )

@@ -18,6 +18,7 @@ from dlbench.coords import RunCoords
 from dlbench.planning.config import checked_grid, fill_defaults
 from dlbench.planning.deployment import Deployment, DeploymentError, RunWildcards
 from dlbench.planning.grid import ConfigError
+from dlbench.protocol import RunProtocol
 from tests.conftest import REPO, framework_python
 
 SITE = framework_python("pytorch")  # a Python we did not build for this run stands in for a site's
@@ -59,7 +60,7 @@ def test_a_site_framework_runs_its_own_python_and_needs_no_venv():
     other = SimpleNamespace(**{**vars(PYTORCH), "framework": "mxnet"})
     assert site.python(other) == "/venvs/mxnet/bin/python"  # the others keep their venvs
     assert site.software_inputs(other) == ["/venvs/mxnet/.dlbench-env"]
-    protocol = {"preset": "caict2020", "warmup_steps": 1, "measured_steps": 2, "statistic": "mean"}
+    protocol = RunProtocol("caict2020", warmup_steps=1, measured_steps=2, statistic="mean")
     wildcards = RunWildcards({**vars(PYTORCH), "precision": "fp32", "data": "synthetic", "batch": "4", "repeat": "1"})
     argv = site.launch_arguments(wildcards, protocol, None)
     assert "--python-env site" in argv and "--env-lock" not in argv

@@ -11,6 +11,7 @@ from dlbench.launch import slurm
 from dlbench.planning.config import checked_grid
 from dlbench.planning.jobs import JobShape, submit_environment
 from dlbench.planning.schema import schema_defaults
+from dlbench.protocol import RunProtocol
 from tests.conftest import make_coords
 
 plugin = pytest.importorskip("snakemake_executor_plugin_slurm.submit_string")
@@ -112,7 +113,8 @@ def test_the_header_and_the_environment_table_say_what_was_asked(monkeypatch):
     from dlbench.launch.request import LaunchRequest
 
     request = LaunchRequest(
-        make_coords(scale="2x2", strategy="ddp"), "r", "mlperf", 1, 1, "mean", launcher="srun", exclusive=True,
+        make_coords(scale="2x2", strategy="ddp"), RunProtocol("mlperf", 1, 1, "mean"), "r", launcher="srun",
+        exclusive=True,
         cpu_bind="cores", gpu_request="gres", gpu_type="h100",
     )  # fmt: skip
     monkeypatch.setenv("SLURM_CPU_BIND", "quiet,cores")
@@ -127,7 +129,8 @@ def test_the_header_and_the_environment_table_say_what_was_asked(monkeypatch):
     asked = facts["Slurm request (site knobs)"]
     assert "GPUs by gres (type h100)" in asked and "--exclusive, --mem=0" in asked and "--cpu-bind=cores" in asked
     assert "srun applied: cpu_bind quiet,cores" in asked
-    assert LaunchRequest(make_coords(), "r", "mlperf", 1, 1, "mean").slurm_request() is None  # local launcher
+    local = LaunchRequest(make_coords(), RunProtocol("mlperf", 1, 1, "mean"), "r")
+    assert local.slurm_request() is None
 
 
 def test_a_dry_run_shows_the_knobs_and_the_prescreen(tmp_path):

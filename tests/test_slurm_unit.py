@@ -18,6 +18,7 @@ from dlbench.launch import LaunchRequest, slurm
 from dlbench.launch.launchers import SrunLauncher, this_rank
 from dlbench.launch.record import slurm_verdict, write_launch_record
 from dlbench.launch.run import main
+from dlbench.protocol import RunProtocol
 from dlbench.runners import run_layout
 from tests.conftest import make_coords, write_run
 
@@ -227,7 +228,7 @@ exit 1"""
 def srun_request(run_dir: Path, coords=None, scale: str = "1x2", **options) -> LaunchRequest:
     coords = coords or make_coords(scale=scale, strategy="ddp" if scale != "1x1" else "single")
     settings = {"threads": 2, "device": "cpu", "time_limit": 30, **options}
-    return LaunchRequest(coords, str(run_dir), "mlperf", 1, 3, "mean", launcher="srun", **settings)
+    return LaunchRequest(coords, RunProtocol("mlperf", 1, 3, "mean"), str(run_dir), launcher="srun", **settings)
 
 
 def test_launch_records_exit_codes_and_oom(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import types
 import pytest
 
 from dlbench.launch import worker
+from dlbench.protocol import RunProtocol
 from dlbench.runners.base import Runner, RunSpec
 from dlbench.steplog import read_steplog
 from tests.conftest import make_coords
@@ -50,7 +51,7 @@ def _spec():
     return RunSpec(coords=make_coords(), batch=4, image_size=32, seq_len=0, threads=1, device="cpu")
 
 
-PROTOCOL = {"preset": "caict2020", "warmup_steps": 2, "measured_steps": 3, "statistic": "mean"}
+PROTOCOL = RunProtocol("caict2020", warmup_steps=2, measured_steps=3, statistic="mean")
 
 
 def test_loop_syncs_after_every_step_and_writes_phases(fake_framework, tmp_path):
@@ -149,7 +150,7 @@ def test_header_is_filled_from_the_run_spec(fake_framework, tmp_path):
     optimizer = {"name": "sgd", "learning_rate": 0.05 * 4 / 256, "momentum": 0.9, "rule": "0.05 x global batch / 256"}
     options = {"dali": True}  # PyTorch's declared options, at their defaults (Capabilities.options)
     assert header["framework"] == {"name": "pytorch", "options": options, "optimizer": optimizer, "version": "0.0-test"}
-    assert header["protocol"] == PROTOCOL
+    assert header["protocol"] == {"preset": "caict2020", "warmup_steps": 2, "measured_steps": 3, "statistic": "mean"}
     jsonschema.validate(header, json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text()))
 
 

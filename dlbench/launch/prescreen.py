@@ -42,8 +42,8 @@ def run_prescreen_rank(request, dist) -> int:
         "local_rank": dist.local_rank,
         "local_world_size": dist.local_world_size,
         "node": dist.node,
-        "warmup": request.warmup_steps,
-        "iterations": request.measured_steps,
+        "warmup": request.protocol.warmup_steps,
+        "iterations": request.protocol.measured_steps,
         "start_time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "provenance": provenance.collect(request.env_lock, slurm_request=request.slurm_request()),
     }
@@ -53,8 +53,8 @@ def run_prescreen_rank(request, dist) -> int:
             dist,
             request.device,
             sizes_from_text(request.sizes),
-            request.warmup_steps,
-            request.measured_steps,
+            request.protocol.warmup_steps,
+            request.protocol.measured_steps,
             request.threads // max(1, dist.local_world_size),
         )
         header["backend"] = measured["backend"]

@@ -10,6 +10,7 @@ import argparse
 from dataclasses import MISSING, dataclass, field, fields
 
 from dlbench.coords import RUN_FIELDS, RunCoords
+from dlbench.protocol import STATISTICS, RunProtocol
 
 # A launcher stops ranks this long after their own time limit: ranks enforce the limit
 # themselves (and write footers); this bound only catches a rank stuck in a collective.
@@ -46,14 +47,12 @@ def _option(default, help: str = "", **argparse_settings):
 
 @dataclass(frozen=True)
 class LaunchRequest:
-    """Everything one run's launcher needs; the run's coordinates are `--framework` ... `--repeat`."""
+    """Everything one run's launcher needs; the run's coordinates are `--framework` ... `--repeat`,
+    its protocol `--preset` ... `--statistic`."""
 
     coords: RunCoords
+    protocol: RunProtocol
     run_dir: str
-    preset: str
-    warmup_steps: int
-    measured_steps: int
-    statistic: str
     image_size: int = _option(0, "0: the model's default")
     seq_len: int = _option(0, "0: the model's default")
     max_batch_file: str | None = _option(None, "batch_search result to use when --batch is 'max'")
@@ -96,7 +95,7 @@ class LaunchRequest:
     def to_argv(self) -> list[str]:
         """The command line `from_argv` reads back; options at their default are left out."""
         argv: list[str] = []
-        for name, value in self.coords.as_dict().items():
+        for name, value in [*self.coords.as_dict().items(), *self.protocol.as_dict().items()]:
             argv += [_flag(name), str(value)]
         for f in _option_fields():
             value = getattr(self, f.name)
@@ -113,11 +112,12 @@ class LaunchRequest:
             coords = RunCoords.from_dict({name: values.pop(name) for name in RUN_FIELDS})
         except ValueError as error:
             parser.error(str(error))
-        return cls(coords=coords, **values)
+        protocol = RunProtocol(**{f.name: values.pop(f.name) for f in fields(RunProtocol)})
+        return cls(coords=coords, protocol=protocol, **values)
 
 
 def _option_fields():
-    return [f for f in fields(LaunchRequest) if f.name != "coords"]
+    return [f for f in fields(LaunchRequest) if f.name not in ("coords", "protocol")]
 
 
 def _flag(name: str) -> str:
@@ -129,6 +129,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dlbench.launch", description="Start the processes of one run.")
     for name in RUN_FIELDS:
         parser.add_argument(_flag(name), required=True)
+    for f in fields(RunProtocol):
+        choices = STATISTICS if f.name == "statistic" else None
+        parser.add_argument(_flag(f.name), required=True, type=int if f.type == "int" else str, choices=choices)
     for f in _option_fields():
         settings = {k: v for k, v in f.metadata.items() if v}
         if f.type == "bool":

@@ -51,12 +51,6 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
 def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
     if request.task == "prescreen":
         return run_prescreen_rank(request, dist)
-    protocol = {
-        "preset": request.preset,
-        "warmup_steps": request.warmup_steps,
-        "measured_steps": request.measured_steps,
-        "statistic": request.statistic,
-    }
     spec = spec_from(request, dist)
     if dist.rank >= run_layout(spec.coords).step_logs:
         # A helper task (e.g. a parameter-server node without the coordinator): it serves
@@ -67,7 +61,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
     log_path = Path(request.run_dir) / rank_log_name(dist.rank)
     status = run_rank(
         spec,
-        protocol,
+        request.protocol,
         str(log_path),
         progress_every=request.progress_every,
         time_limit_s=request.time_limit,

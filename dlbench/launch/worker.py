@@ -19,6 +19,7 @@ import traceback
 from dlbench import __version__
 from dlbench.launch import energy, host_memory
 from dlbench.models import samples_per_example
+from dlbench.protocol import RunProtocol
 from dlbench.runners import capabilities, framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
@@ -195,7 +196,7 @@ def check_model_kind(spec: RunSpec) -> None:
 
 def run_rank(
     spec: RunSpec,
-    protocol: dict,
+    protocol: RunProtocol,
     log_path: str,
     progress_every: int = 10,
     time_limit_s: int = 0,
@@ -223,9 +224,8 @@ def run_rank(
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
         meter = host_memory.WindowPeak(energy.open_meter(spec.device, _local_device_indices(spec)))
-        steps = time_steps(
-            runner, protocol["warmup_steps"], protocol["measured_steps"], progress_every, spec.dist.rank, meter
-        )
+        warmup, measured = protocol.warmup_steps, protocol.measured_steps
+        steps = time_steps(runner, warmup, measured, progress_every, spec.dist.rank, meter)
     except BaseException as exc:  # every failure becomes a footer, never a lost log
         status = classify(runner, exc)
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
@@ -275,14 +275,14 @@ def _local_device_indices(spec: RunSpec) -> list[int]:
     return list(range(spec.local_devices)) if spec.local_devices > 1 else [spec.dist.local_rank]
 
 
-def _header(spec: RunSpec, protocol: dict, runner, start_time: str, provenance: dict | None) -> Header:
+def _header(spec: RunSpec, protocol: RunProtocol, runner, start_time: str, provenance: dict | None) -> Header:
     try:
         described = {"optimizer": optimizer_settings(spec), **(runner.describe() if runner is not None else {})}
     except Exception as exc:  # describe() after a failed build may itself fail
         described = {"describe_error": str(exc)}
     return Header(
         run=spec.coords.as_dict(),
-        protocol=protocol,
+        protocol=protocol.as_dict(),
         batch=spec.batch,
         image_size=spec.image_size,
         seq_len=spec.seq_len,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dlbench.coords import SINGLE_DEVICE, RunCoords
 from dlbench.launch.request import LaunchRequest
+from dlbench.protocol import RunProtocol
 from dlbench.steplog import rank_log_name, read_steplog
 
 
@@ -76,11 +77,8 @@ def probe_request(
     coords = RunCoords(framework, model, precision, "synthetic", "1", "1x1", SINGLE_DEVICE, 1)
     return LaunchRequest(
         coords=coords,
+        protocol=RunProtocol(preset, warmup_steps=1, measured_steps=1, statistic=statistic),
         run_dir="",
-        preset=preset,
-        warmup_steps=1,
-        measured_steps=1,
-        statistic=statistic,
         image_size=image_size,
         seq_len=seq_len,
         threads=threads,

@@ -25,6 +25,7 @@ from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
 from dlbench.launch.request import SITE_KNOBS, LaunchRequest
 from dlbench.models import CATALOGUE
 from dlbench.planning import datasets as data_paths
+from dlbench.protocol import RunProtocol
 from dlbench.runners import env_name, framework_names, processes_per_node
 from dlbench.runners.plugin import Capabilities
 
@@ -288,22 +289,19 @@ class Deployment:
         processes = processes_per_node(wildcards.framework, wildcards.strategy, per_node)
         return max(1, run["threads"] // processes)
 
-    def launch_arguments(self, wildcards, protocol: dict, max_batch_file: str | None) -> str:
+    def launch_arguments(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> str:
         """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
         the schema's strict patterns. With `Placeholders` for wildcards: its template."""
         request = self.launch_request(wildcards, protocol, max_batch_file)
         return quoted(request, template=isinstance(wildcards, Placeholders))
 
-    def launch_request(self, wildcards, protocol: dict, max_batch_file: str | None) -> LaunchRequest:
+    def launch_request(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> LaunchRequest:
         run, real = self.config["run"], wildcards.data == "real"
         template = isinstance(wildcards, Placeholders)
         return LaunchRequest(
             coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
+            protocol=protocol,
             run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
-            preset=protocol["preset"],
-            warmup_steps=protocol["warmup_steps"],
-            measured_steps=protocol["measured_steps"],
-            statistic=protocol["statistic"],
             image_size=run["image_size"],
             seq_len=run["seq_len"],
             max_batch_file=max_batch_file,
@@ -325,7 +323,7 @@ class Deployment:
             **{key: run[key] for key in SITE_KNOBS if key in run},
         )
 
-    def srun_lines(self, runs, protocol: dict) -> list[str]:
+    def srun_lines(self, runs, protocol: RunProtocol) -> list[str]:
         """Under run.launcher: srun, the step each (framework, scale) starts its ranks with, as the
         launcher will build it (printed when the workflow is planned, `snakemake -n` included)."""
         from dlbench.launch.container import ImageMismatch

@@ -28,6 +28,11 @@ class Grid:
     unavailable: dict[CellKey, str]  # cells that are in the grid but cannot run, with why
     protocol: dict
 
+    @property
+    def run_protocol(self) -> protocols.RunProtocol:
+        """What each run of the grid is measured by (the launch request's protocol)."""
+        return protocols.RunProtocol.of(self.protocol)
+
 
 def _matches(rule: dict, values: dict) -> bool:
     """An exclude/only rule matches when every key it names matches (a value or a list)."""

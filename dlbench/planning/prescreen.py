@@ -45,8 +45,9 @@ class Plan:
             run_dir=PRESCREEN_DIR.format(scale=shape.scale),
             task="prescreen",
             sizes=",".join(str(size) for size in settings["sizes"]),
-            warmup_steps=settings["warmup"],
-            measured_steps=settings["iterations"],
+            protocol=dataclasses.replace(
+                base.protocol, warmup_steps=settings["warmup"], measured_steps=settings["iterations"]
+            ),
             time_limit=TIME_LIMIT_S,
         )
 

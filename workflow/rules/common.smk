@@ -76,7 +76,7 @@ def train_command(wildcards):
     """The launcher's command line in the run's environment (dlbench/planning/deployment.py)."""
     max_batch = next(iter(max_batch_result(wildcards)), None)
     return DEPLOY.command(
-        wildcards, DEPLOY.launch_arguments(wildcards, GRID.protocol, max_batch)
+        wildcards, DEPLOY.launch_arguments(wildcards, GRID.run_protocol, max_batch)
     )
 
 

@@ -13,7 +13,7 @@ PRESCREEN_RECORDS = PRESCREEN.records if PRESCREEN else []
 def prescreen_command(shape):
     """The launcher's command line for one shape's measurement (a LaunchRequest)."""
     wildcards = RunWildcards(PRESCREEN.wildcards(shape))
-    base = DEPLOY.launch_request(wildcards, GRID.protocol, None)
+    base = DEPLOY.launch_request(wildcards, GRID.run_protocol, None)
     request = PRESCREEN.request(base, shape, config["prescreen"])
     return DEPLOY.command(wildcards, dlbench_deployment.quoted(request))
 

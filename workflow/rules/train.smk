@@ -19,7 +19,7 @@ RUN_PRIORITY = dlbench_jobs.known_signature(
 )
 # The srun step of each framework and scale, as its launcher will start it (`snakemake -n` shows it).
 if config["run"]["launcher"] == "srun":
-    for line in DEPLOY.srun_lines(GRID.runs, GRID.protocol):
+    for line in DEPLOY.srun_lines(GRID.runs, GRID.run_protocol):
         logger.info(f"srun step: {line}")
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
