@@ -63,7 +63,7 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
     the function builds, quoting included (a repository path with a space and a quote)."""
     from snakemake.io import apply_wildcards
 
-    from dlbench.planning.deployment import Placeholders, RunWildcards
+    from dlbench.planning.snakemake_api import Placeholders, RunWildcards
 
     config = {"run": RUN_SETTINGS, "grid": {}}
     lock = os.path.join(REPO, "containers", "images.lock")
@@ -81,12 +81,12 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
 
 
 def test_a_command_class_template_fills_in_to_real_data_and_batch_search_commands(tmp_path):
-    """deployment.CommandClasses: with the class's coordinates fixed (framework, model,
+    """snakemake_api.CommandClasses: with the class's coordinates fixed (framework, model,
     data, strategy, scale, and batch when it is searched), the template filled in is the
     command of every run of the class: dataset, input workers and batch-search file included."""
     from snakemake.io import apply_wildcards
 
-    from dlbench.planning.deployment import Placeholders, RunWildcards
+    from dlbench.planning.snakemake_api import Placeholders, RunWildcards
 
     config = {"run": RUN_SETTINGS, "grid": {}, "data": {"images": {"source": "generated"}}}
     deploy = Deployment(config, REPO, set(), environ={"DLBENCH_VENVS": str(tmp_path / "venvs")})
@@ -141,7 +141,7 @@ def test_stale_environments_are_rebuilt_and_every_job_still_planned(tmp_path):
 def test_command_classes_build_one_template_per_class_and_fall_back_on_a_mismatch():
     from types import SimpleNamespace as Wildcards
 
-    from dlbench.planning.deployment import CommandClasses
+    from dlbench.planning.snakemake_api import CommandClasses
 
     calls = []
 

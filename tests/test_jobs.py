@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dlbench.planning import jobs
+from dlbench.planning import jobs, snakemake_api
 from tests.conftest import make_coords
 
 RUN = {"device": "cpu", "mem_mb": 8000, "time_limit_s": 600, "threads": 8}
@@ -93,7 +93,7 @@ def test_known_signature_tells_snakemake_the_parameters_once(monkeypatch):
 
     from snakemake.common import get_function_params
 
-    function = jobs.known_signature(lambda wildcards, attempt: attempt)
+    function = snakemake_api.known_signature(lambda wildcards, attempt: attempt)
     monkeypatch.setattr(inspect, "signature", None)  # Snakemake must not inspect it again
     assert list(get_function_params(function)) == ["wildcards", "attempt"]
     assert function(None, attempt=2) == 2

@@ -16,8 +16,9 @@ from dlbench.analysis import audit, environment, tables
 from dlbench.analysis.aggregate import cells_table, summarize_run
 from dlbench.coords import RunCoords
 from dlbench.planning.config import checked_grid, fill_defaults
-from dlbench.planning.deployment import Deployment, DeploymentError, RunWildcards
+from dlbench.planning.deployment import Deployment, DeploymentError
 from dlbench.planning.grid import ConfigError
+from dlbench.planning.snakemake_api import RunWildcards
 from dlbench.protocol import RunProtocol
 from tests.conftest import REPO, framework_python
 

@@ -7,6 +7,7 @@ build and read the command line only through this class. Stdlib only.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 
 from dlbench.coords import RUN_FIELDS, RunCoords
@@ -94,15 +95,8 @@ class LaunchRequest:
 
     def to_argv(self) -> list[str]:
         """The command line `from_argv` reads back; options at their default are left out."""
-        argv: list[str] = []
-        for name, value in [*self.coords.as_dict().items(), *self.protocol.as_dict().items()]:
-            argv += [_flag(name), str(value)]
-        for f in _option_fields():
-            value = getattr(self, f.name)
-            if f.default is not MISSING and value == f.default:
-                continue
-            argv += [_flag(f.name)] if f.type == "bool" else [_flag(f.name), str(value)]
-        return argv
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "coords"}
+        return argv_of(self.coords.as_dict(), settings)
 
     @classmethod
     def from_argv(cls, argv: list[str] | None = None) -> LaunchRequest:
@@ -114,6 +108,24 @@ class LaunchRequest:
             parser.error(str(error))
         protocol = RunProtocol(**{f.name: values.pop(f.name) for f in fields(RunProtocol)})
         return cls(coords=coords, protocol=protocol, **values)
+
+
+def argv_of(coords: Mapping[str, object], settings: Mapping[str, object]) -> list[str]:
+    """A request's command line from its coordinates (values, or a command template's
+    placeholders, as text) and its other fields (`protocol` and the options; an option at its
+    default is left out, one not given takes its default)."""
+    unknown = set(settings) - {f.name for f in fields(LaunchRequest)}
+    if unknown:
+        raise TypeError(f"not fields of LaunchRequest: {sorted(unknown)}")
+    argv: list[str] = []
+    for name, value in [*((n, coords[n]) for n in RUN_FIELDS), *settings["protocol"].as_dict().items()]:
+        argv += [_flag(name), str(value)]
+    for f in _option_fields():
+        value = settings[f.name] if f.default is MISSING else settings.get(f.name, f.default)
+        if f.default is not MISSING and value == f.default:
+            continue
+        argv += [_flag(f.name)] if f.type == "bool" else [_flag(f.name), str(value)]
+    return argv
 
 
 def _option_fields():

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shlex
 import sys
 from collections.abc import Callable, Collection, Mapping
 
-from snakemake.io import ancient, apply_wildcards
-from snakemake.settings.types import DeploymentMethod, RerunTrigger
-
 from dlbench import provenance
-from dlbench.coords import RUN_DIR_TEMPLATE, RUN_FIELDS, RunCoords, Scale
+from dlbench.coords import RUN_DIR_TEMPLATE, Scale
 from dlbench.images import apptainer as containers
 from dlbench.images import podman as images
 from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
-from dlbench.launch.request import SITE_KNOBS, LaunchRequest
+from dlbench.launch.request import SITE_KNOBS, LaunchRequest, argv_of
 from dlbench.models import CATALOGUE
 from dlbench.planning import datasets as data_paths
+from dlbench.planning.snakemake_api import (
+    DeploymentMethod,
+    RerunTrigger,
+    RunWildcards,
+    ancient,
+    is_template,
+    quote_template,
+    run_coords,
+)
 from dlbench.protocol import RunProtocol
 from dlbench.runners import env_name, framework_names, processes_per_node
 from dlbench.runners.plugin import Capabilities
@@ -52,59 +57,6 @@ def conda_file(runs, device: str = "cpu") -> str | Callable:
     if all(_env_name(fw, device) == fw for fw in {run.framework for run in runs}):
         return CONDA_FILE
     return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework, device))
-
-
-class RunWildcards(dict):
-    """A run's coordinates by name (text), read as Snakemake's wildcards are: w.framework, w["framework"]."""
-
-    def __getattr__(self, name: str) -> str:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-class Placeholders(RunWildcards):
-    """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
-    from them is a template that Snakemake fills in per job, with no function call per job."""
-
-    def __init__(self, **fixed: str):
-        """`fixed`: coordinates given as values (a template for the runs that share them)."""
-        super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
-
-    def as_dict(self) -> dict:  # as RunCoords: LaunchRequest.to_argv reads the coordinates so
-        return dict(self)
-
-
-class CommandClasses:
-    """A run's command (`command(wildcards)`) through one template per command class: what a
-    command holds beyond its coordinates filled in (software, dataset, input workers, batch
-    search) depends on FIELDS and on whether the batch is searched. A class's template is built
-    and checked against `command` at its first run; a mismatch keeps `command` for that class."""
-
-    FIELDS = ("framework", "model", "data", "strategy", "scale")
-
-    def __init__(self, command: Callable[[RunWildcards], str]):
-        self.command = command
-        self.templates: dict[tuple, str | None] = {}
-
-    def __call__(self, wildcards) -> str:
-        values = RunWildcards({name: getattr(wildcards, name) for name in RUN_FIELDS})
-        fixed = {name: values[name] for name in self.FIELDS}
-        if values.batch == "max":
-            fixed["batch"] = "max"
-        key = tuple(fixed.items())
-        if key not in self.templates:
-            template = self.command(Placeholders(**fixed))
-            self.templates[key] = template if apply_wildcards(template, values) == self.command(values) else None
-        template = self.templates[key]
-        return apply_wildcards(template, values) if template else self.command(values)
-
-
-def _quote_template(arg: str) -> str:
-    """shlex.quote of the argument the template becomes (wildcard values are shell-safe)."""
-    filled = re.sub(r"\{\w+\}", "x", arg)
-    return arg if shlex.quote(filled) == filled else shlex.quote(arg)
 
 
 class Deployment:
@@ -290,16 +242,20 @@ class Deployment:
         return max(1, run["threads"] // processes)
 
     def launch_arguments(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> str:
-        """The launcher's command line (a LaunchRequest, shell-quoted); every value has passed
+        """The launcher's command line (a LaunchRequest's, shell-quoted); every value has passed
         the schema's strict patterns. With `Placeholders` for wildcards: its template."""
-        request = self.launch_request(wildcards, protocol, max_batch_file)
-        return quoted(request, template=isinstance(wildcards, Placeholders))
+        settings = self.request_settings(wildcards, protocol, max_batch_file)
+        if is_template(wildcards):
+            return " ".join(quote_template(arg) for arg in argv_of(wildcards, settings))
+        return shlex.join(LaunchRequest(coords=run_coords(wildcards), **settings).to_argv())
 
     def launch_request(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> LaunchRequest:
+        return LaunchRequest(coords=run_coords(wildcards), **self.request_settings(wildcards, protocol, max_batch_file))
+
+    def request_settings(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> dict:
+        """A run's LaunchRequest but its coordinates, from its wildcards (or a template's)."""
         run, real = self.config["run"], wildcards.data == "real"
-        template = isinstance(wildcards, Placeholders)
-        return LaunchRequest(
-            coords=wildcards if template else RunCoords.from_dict(dict(wildcards.items())),
+        return dict(
             protocol=protocol,
             run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
             image_size=run["image_size"],
@@ -345,7 +301,6 @@ class Deployment:
         return lines
 
 
-def quoted(request: LaunchRequest, template: bool = False) -> str:
-    """A request's command line for a shell (a template's placeholders left as they are)."""
-    quote = _quote_template if template else shlex.quote
-    return " ".join(quote(arg) for arg in request.to_argv())
+def quoted(request: LaunchRequest) -> str:
+    """A request's command line for a shell."""
+    return shlex.join(request.to_argv())

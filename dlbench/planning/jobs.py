@@ -11,13 +11,9 @@ Executors other than slurm ignore every key but `mem_mb` and `runtime`.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-
-from snakemake.common import overwrite_function_params
 
 from dlbench.coords import RUN_FIELDS, RUN_RECORD, RunCoords, Scale
 from dlbench.launch import slurm
@@ -118,13 +114,6 @@ def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:
                     f"{shape.processes_per_node} processes per node in different frameworks: rename one"
                 )
     return {shape: sorted(found[shape]) for shape in sorted(found)}
-
-
-def known_signature(function: Callable) -> Callable:
-    """`function`, with its parameters told to Snakemake once: it inspects an input, params or
-    resources function's signature at every call otherwise (as snakemake.ioutils does)."""
-    overwrite_function_params(function, inspect.signature(function).parameters)
-    return function
 
 
 def constraint(values: list[str]) -> str:

@@ -10,11 +10,12 @@ from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.images.apptainer import ContainerError
 from dlbench.planning import datasets as data_paths
-from dlbench.planning.deployment import (
+from dlbench.planning.deployment import Deployment
+from dlbench.planning.snakemake_api import (
     CommandClasses,
-    Deployment,
     Placeholders,
     RunWildcards,
+    known_signature,
 )
 
 try:
@@ -87,14 +88,14 @@ def train_command_param(runs):
     Runs with real data or a batch search: one template per command class (deployment.py).
     """
     if not runs:
-        return dlbench_jobs.known_signature(train_command)
+        return known_signature(train_command)
     if any(run.batch == "max" or run.data == "real" for run in runs):
-        return dlbench_jobs.known_signature(CommandClasses(train_command))
+        return known_signature(CommandClasses(train_command))
     template = train_command(Placeholders())
     sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
     if apply_wildcards(template, sample) == train_command(sample):
         return template
-    return dlbench_jobs.known_signature(train_command)
+    return known_signature(train_command)
 
 
 def max_batch_result(wildcards):

@@ -14,7 +14,7 @@ except ValueError as error:
     raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
 # Runs start interleaved across cells in a seeded order (dlbench/planning/run_order.py).
 RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
-RUN_PRIORITY = dlbench_jobs.known_signature(
+RUN_PRIORITY = known_signature(
     dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
 )
 # The srun step of each framework and scale, as its launcher will start it (`snakemake -n` shows it).
@@ -62,7 +62,7 @@ for shape, strategies in TRAIN_SHAPES.items():
         name:
             shape.rule_name
         input:
-            dlbench_jobs.known_signature(train_inputs),
+            known_signature(train_inputs),
         output:
             record=protected(RUN_RECORD_TEMPLATE),
         log:

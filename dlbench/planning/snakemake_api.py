@@ -1,0 +1,102 @@
+"""What dlbench uses of Snakemake's Python API, in one place: its wildcards and the command
+templates it fills in per job, its file flags, its deployment settings and its function
+signatures. Planning's other modules (and the layers above) import these names from here,
+never from `snakemake`; the layers below planning (images, launch, runners) know nothing
+of Snakemake. A Snakemake release that moves one of these is a change to this file alone.
+Analysis environment.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shlex
+from collections.abc import Callable
+
+from snakemake.common import overwrite_function_params
+from snakemake.io import ancient, apply_wildcards
+from snakemake.settings.types import DeploymentMethod, RerunTrigger
+
+from dlbench.coords import RUN_FIELDS, RunCoords
+
+__all__ = [
+    "CommandClasses",
+    "DeploymentMethod",
+    "Placeholders",
+    "RerunTrigger",
+    "RunWildcards",
+    "ancient",
+    "apply_wildcards",
+    "is_template",
+    "known_signature",
+    "quote_template",
+    "run_coords",
+]
+
+
+class RunWildcards(dict):
+    """A run's coordinates by name (text), read as Snakemake's wildcards are: w.framework, w["framework"]."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Placeholders(RunWildcards):
+    """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
+    from them is a template that Snakemake fills in per job, with no function call per job."""
+
+    def __init__(self, **fixed: str):
+        """`fixed`: coordinates given as values (a template for the runs that share them)."""
+        super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
+
+
+def is_template(wildcards) -> bool:
+    return isinstance(wildcards, Placeholders)
+
+
+def run_coords(wildcards) -> RunCoords:
+    """A job's wildcards as the typed coordinates below planning take them (never a template's)."""
+    if is_template(wildcards):
+        raise TypeError("a template's placeholders are no run's coordinates")
+    return RunCoords.from_dict({name: getattr(wildcards, name) for name in RUN_FIELDS})
+
+
+class CommandClasses:
+    """A run's command (`command(wildcards)`) through one template per command class: what a
+    command holds beyond its coordinates filled in (software, dataset, input workers, batch
+    search) depends on FIELDS and on whether the batch is searched. A class's template is built
+    and checked against `command` at its first run; a mismatch keeps `command` for that class."""
+
+    FIELDS = ("framework", "model", "data", "strategy", "scale")
+
+    def __init__(self, command: Callable[[RunWildcards], str]):
+        self.command = command
+        self.templates: dict[tuple, str | None] = {}
+
+    def __call__(self, wildcards) -> str:
+        values = RunWildcards({name: getattr(wildcards, name) for name in RUN_FIELDS})
+        fixed = {name: values[name] for name in self.FIELDS}
+        if values.batch == "max":
+            fixed["batch"] = "max"
+        key = tuple(fixed.items())
+        if key not in self.templates:
+            template = self.command(Placeholders(**fixed))
+            self.templates[key] = template if apply_wildcards(template, values) == self.command(values) else None
+        template = self.templates[key]
+        return apply_wildcards(template, values) if template else self.command(values)
+
+
+def quote_template(arg: str) -> str:
+    """shlex.quote of the argument a template's argument becomes (wildcard values are shell-safe)."""
+    filled = re.sub(r"\{\w+\}", "x", arg)
+    return arg if shlex.quote(filled) == filled else shlex.quote(arg)
+
+
+def known_signature(function: Callable) -> Callable:
+    """`function`, with its parameters told to Snakemake once: it inspects an input, params or
+    resources function's signature at every call otherwise (as snakemake.ioutils does)."""
+    overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
