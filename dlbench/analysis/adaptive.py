@@ -14,6 +14,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, CellKey, RunCoords
 
 DECISION_TEMPLATE = "results/repeats/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/after{n}.json"
@@ -27,8 +28,8 @@ def decision_path(cell: CellKey | dict, n: int) -> str:
 def decide(runs: pd.DataFrame, protocol: dict) -> dict:
     """The decision after a cell's runs (their runs.csv rows): more, and why (or why not)."""
     settings, n = protocol["adaptive"], len(runs)
-    failed = sorted(set(runs["status"]) - {"ok"})
-    values = runs.loc[runs["status"] == "ok", "throughput"].dropna()
+    failed = sorted(set(runs[col.status]) - {"ok"})
+    values = runs.loc[runs[col.status] == "ok", col.throughput].dropna()
     enough, half = stats.enough_repeats(
         protocol["statistic"], values, settings["target"], settings["min_repeats"], settings["max_repeats"]
     )
@@ -41,7 +42,7 @@ def decide(runs: pd.DataFrame, protocol: dict) -> dict:
             reason = labels.repeats_maximum(n, half, settings["target"])
     else:
         more, reason = True, labels.repeats_more(n, half, settings["target"])
-    return {"repeats": n, "more": more, "half_width": half, "reason": reason}
+    return {"repeats": n, "more": more, "half_width": half, "reason": reason}  # not a column: a decision
 
 
 def read(path: str | Path) -> dict:
@@ -78,7 +79,7 @@ def stop_reasons(cells: pd.DataFrame, protocol: dict, root: str | Path = ".") ->
     minimum = protocol["adaptive"]["min_repeats"]
 
     def reason(row) -> str:
-        if row.get("status") == "unavailable":
+        if row.get(col.status) == "unavailable":
             return ""
         decision = last_decision(CellKey(**{f: str(row[f]) for f in CELL_FIELDS}), minimum, root)
         return decision["reason"] if decision else ""

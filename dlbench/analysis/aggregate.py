@@ -21,6 +21,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import efficiency, losses, memory, sanity, stability, stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -42,12 +43,12 @@ def with_slurm_outcome(row: dict, run_dir: Path) -> dict:
     """A run whose logs do not say 'ok': Slurm's verdict (in launch.json, from slurm.json) names
     what rank logs cannot -- a job cancelled, timed out or OOM-killed as a whole leaves logs
     without footers, or none. A rank's own 'oom'/'timeout' footer is more specific and stays."""
-    if row["status"] in ("ok", "oom", "timeout"):
+    if row[col.status] in ("ok", "oom", "timeout"):
         return row
     status, reason = slurm_verdict(run_dir)
     if status:
-        row["status"] = status
-        row["reason"] = "; ".join(r for r in (reason, row["reason"]) if r)
+        row[col.status] = status
+        row[col.reason] = "; ".join(r for r in (reason, row[col.reason]) if r)
     return row
 
 
@@ -55,7 +56,13 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
     """The run's row from its rank logs alone."""
     run_dir = Path(root) / coords.run_dir
     step_logs = run_layout(coords).step_logs
-    row: dict = {**coords.as_dict(), "devices": coords.devices, "status": "ok", "reason": "", "throughput": math.nan}
+    row: dict = {
+        **coords.as_dict(),
+        col.devices: coords.devices,
+        col.status: "ok",
+        col.reason: "",
+        col.throughput: math.nan,
+    }
     logs: list[StepLog] = []
     problems: list[str] = []
     for rank in range(step_logs):
@@ -66,18 +73,18 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
         log = read_steplog(path)
         logs.append(log)
         problems.extend(f"rank {rank}: {p}" for p in log.problems if not p.startswith("missing footer"))
-    row["log_files"] = ";".join(str(Path(coords.run_dir) / rank_log_name(r)) for r in range(step_logs))
-    row["log_sha256"] = ";".join(sha256_file(log.path) for log in logs)
+    row[col.log_files] = ";".join(str(Path(coords.run_dir) / rank_log_name(r)) for r in range(step_logs))
+    row[col.log_sha256] = ";".join(sha256_file(log.path) for log in logs)
 
     statuses = [log.status for log in logs]
     if problems:
-        row["status"] = "missing" if any("no step log" in p for p in problems) else "invalid"
-        row["reason"] = "; ".join(problems)
+        row[col.status] = "missing" if any("no step log" in p for p in problems) else "invalid"
+        row[col.reason] = "; ".join(problems)
         return row
     failed = [s for s in statuses if s != "ok"]
     if failed:
-        row["status"] = min(failed, key=FAILURE_ORDER.index)
-        row["reason"] = "; ".join(
+        row[col.status] = min(failed, key=FAILURE_ORDER.index)
+        row[col.reason] = "; ".join(
             f"rank {log.header['rank'] if log.header else '?'}: {log.status}"
             + (f": {log.footer['error']}" if log.footer and log.footer.get("error") else "")
             for log in logs
@@ -90,7 +97,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
         row.update(status="invalid", reason="a rank has no measured steps")
         return row
     row.update(_measurement(logs, measured))
-    row.update(efficiency.run_energy(logs, row["measured_samples"]), sync=logs[0].header.get("sync", "step"))
+    row.update(efficiency.run_energy(logs, row[col.measured_samples]), sync=logs[0].header.get("sync", "step"))
     row.update(memory.run_memory(logs))
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
@@ -144,7 +151,7 @@ def runs_table(
     else:
         rows = [summarize(c) for c in runs]
     df = pd.DataFrame(rows)
-    return df if not df.empty else pd.DataFrame(columns=[*RUN_FIELDS, "status", "throughput"])
+    return df if not df.empty else pd.DataFrame(columns=[*RUN_FIELDS, col.status, col.throughput])
 
 
 def _cell_status(statuses: list[str], n_ok: int) -> str:
@@ -161,29 +168,29 @@ def cells_table(
     """One row per cell: the preset's statistic across repeats, spread, speedup, efficiency."""
     rows = []
     for key, group in runs.groupby(CELL_FIELDS, sort=True):
-        ok = group[group["status"] == "ok"]["throughput"].dropna().to_numpy()
-        statuses = group["status"].tolist()
-        reasons = sorted({r for r in group["reason"] if r})
+        ok = group[group[col.status] == "ok"][col.throughput].dropna().to_numpy()
+        statuses = group[col.status].tolist()
+        reasons = sorted({r for r in group[col.reason] if r})
         ci_low, ci_high = stats.bootstrap_ci(statistic, ok)
         rows.append(
             {
                 **dict(zip(CELL_FIELDS, key, strict=True)),
-                "devices": Scale.parse(key[CELL_FIELDS.index("scale")]).devices,
-                "status": _cell_status(statuses, len(ok)),
-                "reason": " | ".join(reasons),
-                "statistic": statistic,
-                "throughput": stats.statistic(statistic, ok),
-                "n": len(ok),
-                "repeats": len(group),
-                "mean": stats.mean(ok),
-                "median": stats.median(ok),
-                "olympic_mean": stats.olympic_mean(ok),
-                "std": stats.std(ok),
-                "cv": stats.cv(ok),
-                "ci95_low": ci_low,
-                "ci95_high": ci_high,
-                "data_wait_fraction": _mean_of_ok(group, "data_wait_fraction"),
-                "python_env": "site" if "site" in set(group.get("python_env", ())) else "lock",
+                col.devices: Scale.parse(key[CELL_FIELDS.index(col.scale)]).devices,
+                col.status: _cell_status(statuses, len(ok)),
+                col.reason: " | ".join(reasons),
+                col.statistic: statistic,
+                col.throughput: stats.statistic(statistic, ok),
+                col.n: len(ok),
+                col.repeats: len(group),
+                col.mean: stats.mean(ok),
+                col.median: stats.median(ok),
+                col.olympic_mean: stats.olympic_mean(ok),
+                col.std: stats.std(ok),
+                col.cv: stats.cv(ok),
+                col.ci95_low: ci_low,
+                col.ci95_high: ci_high,
+                col.data_wait_fraction: _mean_of_ok(group, col.data_wait_fraction),
+                col.python_env: "site" if "site" in set(group.get(col.python_env, ())) else "lock",
                 **efficiency.cell_energy(group),
                 **memory.cell_memory(group),
                 **_cell_sanity(group),
@@ -191,64 +198,66 @@ def cells_table(
         )
     for cell, reason in (unavailable or {}).items():
         scale = Scale.parse(cell.scale)
-        rows.append({**cell.as_dict(), "devices": scale.devices, "status": "unavailable", "reason": reason, "n": 0})
+        rows.append(
+            {**cell.as_dict(), col.devices: scale.devices, col.status: "unavailable", col.reason: reason, col.n: 0}
+        )
     cells = pd.DataFrame(rows)
     if cells.empty:
         return cells
-    cells["noisy"] = cells["cv"] > noisy_cv
+    cells[col.noisy] = cells[col.cv] > noisy_cv
     return add_real_vs_synthetic(add_speedup(cells))
 
 
 def add_real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
     """real_vs_synthetic = a real-data cell's throughput ÷ the synthetic-data cell with the
     same other coordinates (below 1: the input pipeline costs throughput)."""
-    keys = [f for f in CELL_FIELDS if f != "data"]
-    synthetic = cells[cells["data"] == "synthetic"][[*keys, "throughput"]].drop_duplicates(subset=keys)
-    merged = cells.merge(synthetic.rename(columns={"throughput": "synthetic_throughput"}), on=keys, how="left")
-    ratio = merged["throughput"] / merged["synthetic_throughput"]
-    merged["real_vs_synthetic"] = ratio.where(merged["data"] == "real")
+    keys = [f for f in CELL_FIELDS if f != col.data]
+    synthetic = cells[cells[col.data] == "synthetic"][[*keys, col.throughput]].drop_duplicates(subset=keys)
+    merged = cells.merge(synthetic.rename(columns={col.throughput: "synthetic_throughput"}), on=keys, how="left")
+    ratio = merged[col.throughput] / merged["synthetic_throughput"]
+    merged[col.real_vs_synthetic] = ratio.where(merged[col.data] == "real")
     return merged.drop(columns=["synthetic_throughput"])
 
 
 def real_data_pairs(cells: pd.DataFrame) -> pd.DataFrame:
     """Real-data cells that have a number and a synthetic twin, with the twin's throughput
     (`synthetic_throughput`), in model/batch/precision/framework/devices order."""
-    if "real_vs_synthetic" not in cells:
+    if col.real_vs_synthetic not in cells:
         return cells.iloc[0:0].assign(synthetic_throughput=[])
-    real = cells[(cells["data"] == "real") & cells["real_vs_synthetic"].notna()]
-    real = real.assign(synthetic_throughput=real["throughput"] / real["real_vs_synthetic"])
-    return real.sort_values(["model", "batch", "precision", "framework", "devices", "strategy"])
+    real = cells[(cells[col.data] == "real") & cells[col.real_vs_synthetic].notna()]
+    real = real.assign(synthetic_throughput=real[col.throughput] / real[col.real_vs_synthetic])
+    return real.sort_values([col.model, col.batch, col.precision, col.framework, col.devices, col.strategy])
 
 
 def _cell_sanity(group: pd.DataFrame) -> dict:
     """The cell's sanity columns from its runs' (dlbench.analysis.sanity.cell_sanity); its quarters'
     mean losses are the means over its repeats."""
-    if "sanity" not in group:
-        return {"sanity": "", "sanity_reason": ""}
-    verdicts = [labels.text(v) for v in group["sanity"]]
-    verdict, reason = sanity.cell_sanity(verdicts, [labels.text(r) for r in group["sanity_reason"]])
+    if col.sanity not in group:
+        return {col.sanity: "", col.sanity_reason: ""}
+    verdicts = [labels.text(v) for v in group[col.sanity]]
+    verdict, reason = sanity.cell_sanity(verdicts, [labels.text(r) for r in group[col.sanity_reason]])
     return {
-        "sanity": verdict,
-        "sanity_reason": reason,
-        "loss_first_quarter": _mean_of_ok(group, "loss_first_quarter"),
-        "loss_last_quarter": _mean_of_ok(group, "loss_last_quarter"),
+        col.sanity: verdict,
+        col.sanity_reason: reason,
+        col.loss_first_quarter: _mean_of_ok(group, col.loss_first_quarter),
+        col.loss_last_quarter: _mean_of_ok(group, col.loss_last_quarter),
     }
 
 
 def _mean_of_ok(group: pd.DataFrame, column: str) -> float:
     if column not in group:
         return math.nan
-    values = group.loc[group["status"] == "ok", column].dropna()
+    values = group.loc[group[col.status] == "ok", column].dropna()
     return float(values.mean()) if len(values) else math.nan
 
 
 def add_speedup(cells: pd.DataFrame) -> pd.DataFrame:
     """speedup = cell throughput ÷ the 1-device cell with the same other coordinates;
     efficiency = speedup ÷ devices."""
-    base_keys = [f for f in CELL_FIELDS if f not in ("scale", "strategy")]
-    single = cells[cells["devices"] == 1][[*base_keys, "throughput"]].rename(columns={"throughput": "baseline"})
+    base_keys = [f for f in CELL_FIELDS if f not in (col.scale, col.strategy)]
+    single = cells[cells[col.devices] == 1][[*base_keys, col.throughput]].rename(columns={col.throughput: "baseline"})
     single = single.drop_duplicates(subset=base_keys)
     merged = cells.merge(single, on=base_keys, how="left")
-    merged["speedup"] = merged["throughput"] / merged["baseline"]
-    merged["efficiency"] = merged["speedup"] / merged["devices"]
+    merged[col.speedup] = merged[col.throughput] / merged["baseline"]
+    merged[col.efficiency] = merged[col.speedup] / merged[col.devices]
     return merged.drop(columns=["baseline"])

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import environment
+from dlbench.analysis.columns import col
 from dlbench.analysis.derive import CAMPAIGN_FILE, PRESCREEN_FILE, TABLE_FILES, derive, flops_counts
 from dlbench.coords import CELL_FIELDS
 from dlbench.images import podman as images
@@ -40,8 +41,8 @@ def changed_logs(stored_runs: pd.DataFrame, root: Path) -> list[str]:
     """Raw logs whose content no longer matches the sha256 recorded in runs.csv."""
     problems = []
     for _, run in stored_runs.iterrows():
-        files = [f for f in str(run.get("log_files") or "").split(";") if f]
-        hashes = [h for h in str(run.get("log_sha256") or "").split(";") if h and h != "nan"]
+        files = [f for f in str(run.get(col.log_files) or "").split(";") if f]
+        hashes = [h for h in str(run.get(col.log_sha256) or "").split(";") if h and h != "nan"]
         for path, recorded in zip(files, hashes, strict=False):
             full = root / path
             if not full.exists():
@@ -95,10 +96,10 @@ def manifest(runs: pd.DataFrame) -> dict:
     cells: dict[str, list[dict]] = {}
     for _, run in runs.iterrows():
         key = "/".join(str(run[f]) for f in CELL_FIELDS)
-        files = [f for f in str(run.get("log_files") or "").split(";") if f]
-        hashes = str(run.get("log_sha256") or "").split(";")
+        files = [f for f in str(run.get(col.log_files) or "").split(";") if f]
+        hashes = str(run.get(col.log_sha256) or "").split(";")
         for path, digest in zip(files, hashes + [None] * len(files), strict=False):
-            cells.setdefault(key, []).append({"repeat": int(run["repeat"]), "file": path, "sha256": digest or None})
+            cells.setdefault(key, []).append({col.repeat: int(run[col.repeat]), "file": path, "sha256": digest or None})
     return {"cell_key": CELL_FIELDS, "cells": cells}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import environment, losses, prescreen, tables
+from dlbench.analysis.columns import CELLS, RUNS, col
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
@@ -57,16 +58,16 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
     """Every derived file of the runs of `experiment` whose raw logs lie below `root`, with the
     config's analysis settings (the schema's defaults where `config` has none)."""
     analysis = settings(config, "analysis")
-    peak_tflops = settings(config, "run")["peak_tflops"]
+    peak_tflops = settings(config, "run")[col.peak_tflops]
     runs, cells, curves = tables.build_with_curves(
         experiment, root, analysis["noisy_cv"], flops, peak_tflops, analysis["convergence_tolerance"]
     )
-    screened = prescreen.table(root, settings(config, "prescreen")["min_share"])
+    screened = prescreen.table(root, settings(config, col.prescreen)["min_share"])
     if screened is not None:
         cells = prescreen.flag_cells(cells, runs, screened)
     files = {
-        "runs.csv": tables.csv_bytes(runs),
-        "cells.csv": tables.csv_bytes(cells),
+        "runs.csv": tables.csv_bytes(RUNS.validated(runs)),
+        "cells.csv": tables.csv_bytes(CELLS.validated(cells)),
         "cells.md": tables.markdown(cells, experiment.protocol).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
         losses.LOSSES_FILE: tables.csv_bytes(curves),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS
 
 MIN_RUNS = 6  # fewer ok runs with a start time in a framework: no verdict
@@ -22,17 +23,17 @@ DRIFT_CHANGE = 0.05  # flagged: the whole CI beyond ±5 % change over the campai
 def in_run_order(runs: pd.DataFrame) -> pd.DataFrame:
     """Ok runs with a start time, in start order: `order` (0, 1, ...), `elapsed_s` since
     the first start, and `relative` (throughput ÷ its cell's median)."""
-    if runs.empty or "start_time" not in runs:
+    if runs.empty or col.start_time not in runs:
         return runs.iloc[0:0].assign(order=[], elapsed_s=[], relative=[])
-    ok = runs[(runs["status"] == "ok") & runs["throughput"].map(stats.finite) & runs["start_time"].notna()]
-    ok = ok[ok["start_time"].astype(str) != ""]
-    started = pd.to_datetime(ok["start_time"], utc=True, format="ISO8601")
-    ok = ok.assign(started=started).sort_values(["started", *CELL_FIELDS, "repeat"], kind="stable")
-    median = ok.groupby(CELL_FIELDS)["throughput"].transform("median")
+    ok = runs[(runs[col.status] == "ok") & runs[col.throughput].map(stats.finite) & runs[col.start_time].notna()]
+    ok = ok[ok[col.start_time].astype(str) != ""]
+    started = pd.to_datetime(ok[col.start_time], utc=True, format="ISO8601")
+    ok = ok.assign(started=started).sort_values(["started", *CELL_FIELDS, col.repeat], kind="stable")
+    median = ok.groupby(CELL_FIELDS)[col.throughput].transform(col.median)
     return ok.assign(
         order=range(len(ok)),
         elapsed_s=(ok["started"] - ok["started"].min()).dt.total_seconds(),
-        relative=ok["throughput"] / median,
+        relative=ok[col.throughput] / median,
     ).drop(columns=["started"])
 
 
@@ -45,8 +46,8 @@ def drift_table(runs: pd.DataFrame) -> pd.DataFrame:
     start times (with 95% CIs), and whether it drifts."""
     ordered = in_run_order(runs)
     rows = []
-    for framework, group in ordered.groupby("framework", sort=True):
-        row = {"framework": framework, "runs": len(group), "drift": ""}
+    for framework, group in ordered.groupby(col.framework, sort=True):
+        row = {col.framework: framework, "runs": len(group), "drift": ""}
         # Runs that all started at once (one timestamp) have no order to judge.
         if len(group) >= MIN_RUNS and group["relative"].nunique() > 1 and group["elapsed_s"].nunique() > 1:
             by_order = stats.window_trend(group["relative"], group["order"])

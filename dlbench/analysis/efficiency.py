@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from dlbench.analysis.columns import col
+
 # (name fragment, form-factor fragment or "") -> {precision: dense TFLOP/s}; first match wins.
 PEAK_TFLOPS = (
     ("V100", "PCIE", {"fp32": 14.0, "fp16": 112.0}),
@@ -42,43 +44,43 @@ def run_energy(logs, samples: int) -> dict:
     """A run's energy columns from its ranks' footers: joules over all ranks' devices, per
     measured sample, and average power over the longest rank's window."""
     records = [(log.footer or {}).get("energy") for log in logs]
-    names = [d["name"] for r in records if r and r.get("measured") for d in r["devices"]]
-    row = {"energy_j": math.nan, "joules_per_sample": math.nan, "avg_power_w": math.nan, "energy_note": ""}
-    row["device_name"] = names[0] if names else logs[0].header["framework"].get("device_name", "")
+    names = [d["name"] for r in records if r and r.get("measured") for d in r[col.devices]]
+    row = {col.energy_j: math.nan, col.joules_per_sample: math.nan, col.avg_power_w: math.nan, col.energy_note: ""}
+    row[col.device_name] = names[0] if names else logs[0].header["framework"].get("device_name", "")
     if any(r is None for r in records):
-        row["energy_note"] = f"{NOT_MEASURED}: the step log has no energy record (schema dlbench.steplog/1)"
+        row[col.energy_note] = f"{NOT_MEASURED}: the step log has no energy record (schema dlbench.steplog/1)"
         return row
-    missing = [r["reason"] for r in records if not r["measured"]]
+    missing = [r[col.reason] for r in records if not r["measured"]]
     if missing:
-        row["energy_note"] = f"{NOT_MEASURED}: {missing[0]}"
+        row[col.energy_note] = f"{NOT_MEASURED}: {missing[0]}"
         return row
     joules = sum(r["joules"] for r in records)
-    window = max(r["window_s"] for r in records)
+    window = max(r[col.window_s] for r in records)
     row.update(energy_j=joules, joules_per_sample=joules / samples if samples else math.nan)
-    row["avg_power_w"] = joules / window if window > 0 else math.nan
+    row[col.avg_power_w] = joules / window if window > 0 else math.nan
     if any(r["too_short"] for r in records):
-        row["energy_note"] = "window too short for the energy counter (fewer than 20 refreshes)"
+        row[col.energy_note] = "window too short for the energy counter (fewer than 20 refreshes)"
     return row
 
 
 def cell_energy(group) -> dict:
     """A cell's energy columns: means over its runs that measured energy; the first note."""
-    columns = ("joules_per_sample", "avg_power_w")
-    if "joules_per_sample" not in group:
-        return {c: math.nan for c in columns} | {"energy_note": "", "device_name": ""}
-    ok = group[group["status"] == "ok"]
+    columns = (col.joules_per_sample, col.avg_power_w)
+    if col.joules_per_sample not in group:
+        return {c: math.nan for c in columns} | {col.energy_note: "", col.device_name: ""}
+    ok = group[group[col.status] == "ok"]
     out = {c: float(ok[c].dropna().mean()) if ok[c].notna().any() else math.nan for c in columns}
-    notes = [n for n in group["energy_note"].fillna("") if n]
-    names = [n for n in group["device_name"].fillna("") if n]
-    return out | {"energy_note": notes[0] if notes else "", "device_name": names[0] if names else ""}
+    notes = [n for n in group[col.energy_note].fillna("") if n]
+    names = [n for n in group[col.device_name].fillna("") if n]
+    return out | {col.energy_note: notes[0] if notes else "", col.device_name: names[0] if names else ""}
 
 
 def mfu_basis(cells, peak_tflops: float) -> tuple[list[float], list[str]]:
     """Per cell: the per-device peak MFU divides by, and its name (run.peak_tflops wins)."""
     if peak_tflops:
         return [peak_tflops] * len(cells), [f"run.peak_tflops {peak_tflops:g} TFLOP/s"] * len(cells)
-    names = cells["device_name"] if "device_name" in cells else [""] * len(cells)
-    found = [peak(str(n or ""), p) for n, p in zip(names, cells["precision"], strict=True)]
+    names = cells[col.device_name] if col.device_name in cells else [""] * len(cells)
+    found = [peak(str(n or ""), p) for n, p in zip(names, cells[col.precision], strict=True)]
     return [f[0] if f else math.nan for f in found], [f[1] if f else "" for f in found]
 
 
@@ -87,10 +89,10 @@ def energy_table(cells):
     no cell measured energy or knows its peak (then `not_measured_note` says why)."""
     import pandas as pd
 
-    if cells.empty or "joules_per_sample" not in cells:
+    if cells.empty or col.joules_per_sample not in cells:
         return None
-    rows = cells[cells["throughput"].notna()]
-    known = rows["joules_per_sample"].notna() | rows.get("mfu", pd.Series(dtype=float)).notna()
+    rows = cells[cells[col.throughput].notna()]
+    known = rows[col.joules_per_sample].notna() | rows.get(col.mfu, pd.Series(dtype=float)).notna()
     if not known.any():
         return None
     rows = rows[known]
@@ -99,16 +101,16 @@ def energy_table(cells):
             "cell": [
                 f"{r.framework} {r.model} {r.precision} {r.data} bs{r.batch} {r.scale}" for r in rows.itertuples()
             ],
-            "J/sample": rows["joules_per_sample"].round(3),
-            "average W": rows["avg_power_w"].round(1),
-            "MFU": rows["mfu"].map(lambda m: f"{m:.1%}" if m == m else ""),
-            "peak": rows["peak_basis"],
-            "energy note": rows["energy_note"],
+            "J/sample": rows[col.joules_per_sample].round(3),
+            "average W": rows[col.avg_power_w].round(1),
+            "MFU": rows[col.mfu].map(lambda m: f"{m:.1%}" if m == m else ""),
+            "peak": rows[col.peak_basis],
+            "energy note": rows[col.energy_note],
         }
     )
 
 
 def not_measured_note(cells) -> str:
     """One line for a table with no energy: the first reason the runs recorded."""
-    notes = [n for n in cells.get("energy_note", []) if isinstance(n, str) and n]
+    notes = [n for n in cells.get(col.energy_note, []) if isinstance(n, str) and n]
     return f"Energy per sample and MFU: {notes[0]}." if notes else ""

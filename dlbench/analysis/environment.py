@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.coords import Scale
 from dlbench.labels import text
@@ -24,9 +25,9 @@ from dlbench.steplog import read_header
 
 def read_headers(runs: pd.DataFrame, root: str | Path = ".") -> list[dict]:
     """Step-log headers of every rank of every run in runs.csv (`log_files`, relative to root)."""
-    if runs.empty or "log_files" not in runs:
+    if runs.empty or col.log_files not in runs:
         return []
-    paths = (Path(root) / rel for files in runs["log_files"] for rel in text(files).split(";") if rel)
+    paths = (Path(root) / rel for files in runs[col.log_files] for rel in text(files).split(";") if rel)
     return [h for h in (read_header(p) for p in paths) if h is not None]
 
 
@@ -57,19 +58,19 @@ def read(path: str | Path) -> dict:
 
 def from_runs(runs: pd.DataFrame) -> dict:
     """What runs.csv alone says: versions per framework and the nodes of runs with a number."""
-    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
+    ok = runs[runs[col.status] == "ok"] if not runs.empty else runs
     software = [
         {
-            "framework": fw,
-            "version": _join_unique(g.get("framework_version", pd.Series(dtype=str))),
+            col.framework: fw,
+            "version": _join_unique(g.get(col.framework_version, pd.Series(dtype=str))),
             "python": "",
             "env_lock": "",
             "container": "",
             "runs": len(g),
         }
-        for fw, g in (ok.groupby("framework") if not ok.empty else [])
+        for fw, g in (ok.groupby(col.framework) if not ok.empty else [])
     ]
-    nodes = sorted({n for v in ok.get("nodes", []) for n in text(v).split(";") if n}) if not ok.empty else []
+    nodes = sorted({n for v in ok.get(col.nodes, []) for n in text(v).split(";") if n}) if not ok.empty else []
     return {"from_headers": False, "software": software, "machines": [{"node": n} for n in nodes], "facts": []}
 
 
@@ -116,7 +117,7 @@ def _software(headers: list[dict]) -> list[dict]:
         ) | dict.fromkeys(site_text(p["site_environment"]) for p in prov if p.get("site_environment"))
         software.append(
             {
-                "framework": fw,
+                col.framework: fw,
                 "version": _join_unique(h.get("framework", {}).get("version") for h in hs),
                 "python": _join_unique(h.get("python") for h in hs),
                 "env_lock": ", ".join(locks),

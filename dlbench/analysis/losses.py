@@ -14,17 +14,18 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS
 
 LOSSES_FILE = "losses.csv"
 CURVE_COLUMN = "loss_curve"  # runs_table's per-run series, moved out to losses.csv by the derivation
 CURVE_FIELDS = ["step", "phase", "samples_seen", "loss"]
 # What makes two cells comparable: all coordinates but who trained and how it was split.
-MATCH_FIELDS = [f for f in CELL_FIELDS if f not in ("framework", "strategy")]
+MATCH_FIELDS = [f for f in CELL_FIELDS if f not in (col.framework, col.strategy)]
 # The verdicts of convergence(): the group's lowest loss, within the tolerance of it, or above.
 BEST, LEVEL, SLOWER = "best", "level", "slower"
 COMPARED = (LEVEL, SLOWER)
-CONVERGENCE_COLUMNS = ["convergence", "convergence_reason", "loss_gap", "loss_gap_low", "loss_gap_high"]
+CONVERGENCE_COLUMNS = [col.convergence, col.convergence_reason, col.loss_gap, col.loss_gap_low, col.loss_gap_high]
 
 
 def run_curve(logs) -> list[tuple]:
@@ -69,9 +70,9 @@ def convergence(cells: pd.DataFrame, curves: pd.DataFrame, tolerance: float) -> 
     tails = last_quarter(curves)
     if tails.empty or cells.empty:
         return cells
-    first = curves[curves["step"] == 0].groupby([*MATCH_FIELDS, "framework", "strategy"])["loss"].mean()
+    first = curves[curves["step"] == 0].groupby([*MATCH_FIELDS, col.framework, col.strategy])["loss"].mean()
     for key, group in tails.groupby(MATCH_FIELDS, sort=True):
-        per_cell = {c: g for c, g in group.groupby(["framework", "strategy"], sort=True)}
+        per_cell = {c: g for c, g in group.groupby([col.framework, col.strategy], sort=True)}
         if len(per_cell) < 2:
             continue
         best = min(per_cell, key=lambda c: per_cell[c]["loss"].mean())
@@ -83,7 +84,7 @@ def convergence(cells: pd.DataFrame, curves: pd.DataFrame, tolerance: float) -> 
 
 
 def _cell_row(cells: pd.DataFrame, match: dict, cell: tuple) -> pd.Series:
-    row = (cells["framework"] == cell[0]) & (cells["strategy"] == cell[1])
+    row = (cells[col.framework] == cell[0]) & (cells[col.strategy] == cell[1])
     for field, value in match.items():
         row &= cells[field].astype(str) == str(value)
     return row
@@ -93,12 +94,12 @@ def _verdict(cell, best, losses: pd.DataFrame, best_losses: pd.DataFrame, scale:
     best_mean = float(best_losses["loss"].mean())
     if cell == best:
         return [BEST, f"lowest last-quarter loss of its group ({best_mean:.4g})", 0.0, 0.0, 0.0]
-    paired = losses.merge(best_losses, on=["repeat", "at"], suffixes=("", "_best"))
+    paired = losses.merge(best_losses, on=[col.repeat, "at"], suffixes=("", "_best"))
     gaps = ((paired["loss"] - paired["loss_best"]) / abs(scale)).dropna().to_numpy()
     if not gaps.size:
         return ["", "no repeat and step to match with the best", math.nan, math.nan, math.nan]
     gap = float(gaps.mean())
-    low, high = stats.bootstrap_ci("mean", gaps) if gaps.size > 1 else (gap, gap)
+    low, high = stats.bootstrap_ci(col.mean, gaps) if gaps.size > 1 else (gap, gap)
     slower = low > tolerance
     other = f"{labels.framework_label(best[0])} ({best[1]})"
     reason = (

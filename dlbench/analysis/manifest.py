@@ -12,13 +12,14 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import environment
+from dlbench.analysis.columns import TABLES_SCHEMA, col
 from dlbench.labels import text
 
 SCHEMA = "dlbench.campaign/1"
 PIPELINE_TABLES = Path("results/tables")
 PIPELINE_MANIFEST = Path("results/campaign.json")
 # Manifest keys whose values decide whether two campaigns measured the same thing.
-PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "statistic", "repeats")
+PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "statistic", "repeats")  # not a column: the protocol's
 
 
 def manifest_bytes(manifest: dict) -> bytes:
@@ -37,6 +38,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
     summary = environment.summarize(runs, headers)
     return {
         "schema": SCHEMA,
+        "tables_schema": TABLES_SCHEMA,  # runs.csv's and cells.csv's (dlbench.analysis.columns)
         "id": campaign_id(runs, starts[-1] if starts else ""),
         "kind": "measured",
         "source": "dlbench pipeline runs",
@@ -45,9 +47,9 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
         "config_sha256": _unique(p.get("config_sha256") for p in provenance),
         "protocol": {k: (first.get("protocol") or {}).get(k) for k in PROTOCOL_KEYS}
         | {"preset": (first.get("protocol") or {}).get("preset")},
-        "image_size": _unique(h.get("image_size") for h in headers),
+        "image_size": _unique(h.get("image_size") for h in headers),  # not a column
         "software": {
-            "frameworks": {s["framework"]: s["version"] for s in summary["software"]},
+            "frameworks": {s[col.framework]: s["version"] for s in summary["software"]},
             "env_locks": sorted({text(p.get("env_lock_sha256")) for p in provenance} - {""}),
             # run.python: a site's own Python stands in for a lock, named by its distributions' hash.
             "site_environments": sorted(
@@ -64,7 +66,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
                 d.get("driver_version") for p in provenance for d in (p.get("gpu") or {}).get("devices", [])
             ),
             "cpu_model": _unique(p.get("cpu_model") for p in provenance),
-            "nodes": sorted({text(h.get("node")) for h in headers} - {""}),
+            "nodes": sorted({text(h.get("node")) for h in headers} - {""}),  # not a column
         },
     }
 
@@ -73,7 +75,7 @@ def campaign_id(runs: pd.DataFrame, date: str) -> str:
     """A measured campaign's id, made from what it holds: the runs' last start time and a digest
     of its raw logs (their sha256, as runs.csv records them). The same logs give the same id in
     any directory (it was the directory's name)."""
-    hashes = sorted(h for cell in runs.get("log_sha256", []) for h in text(cell).split(";") if h)
+    hashes = sorted(h for cell in runs.get(col.log_sha256, []) for h in text(cell).split(";") if h)
     digest = hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:10]
     stamp = re.sub(r"[^0-9T]", "", date)[:13] or "undated"
     return f"{stamp}-{digest}"

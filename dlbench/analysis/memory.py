@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from dlbench.analysis.columns import col
+
 GIB = 2**30
 DEVICE, HOST, HOST_RUN = "device allocator peak", "host peak RSS (measured window)", "host peak RSS (whole run)"
 
@@ -35,20 +37,20 @@ def run_memory(logs) -> dict:
     peaks = [_rank_peak(log) for log in logs]
     peak, basis, capacity = max(peaks, key=lambda p: -1.0 if math.isnan(p[0]) else p[0])
     return {
-        "peak_memory_gib": peak / GIB,
-        "memory_basis": basis if not math.isnan(peak) else "",
-        "memory_share": peak / capacity if capacity > 0 else math.nan,
+        col.peak_memory_gib: peak / GIB,
+        col.memory_basis: basis if not math.isnan(peak) else "",
+        col.memory_share: peak / capacity if capacity > 0 else math.nan,
     }
 
 
 def cell_memory(group) -> dict:
     """A cell's memory columns: the means over its runs that finished; the basis they share."""
-    if "peak_memory_gib" not in group:
-        return {"peak_memory_gib": math.nan, "memory_share": math.nan, "memory_basis": ""}
-    ok = group[group["status"] == "ok"]
+    if col.peak_memory_gib not in group:
+        return {col.peak_memory_gib: math.nan, col.memory_share: math.nan, col.memory_basis: ""}
+    ok = group[group[col.status] == "ok"]
     out = {
         c: float(ok[c].dropna().mean()) if ok[c].notna().any() else math.nan
-        for c in ("peak_memory_gib", "memory_share")
+        for c in (col.peak_memory_gib, col.memory_share)
     }
-    bases = sorted({b for b in ok["memory_basis"].fillna("") if b})
-    return out | {"memory_basis": " / ".join(bases)}
+    bases = sorted({b for b in ok[col.memory_basis].fillna("") if b})
+    return out | {col.memory_basis: " / ".join(bases)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS
 
 SPLIT = 0.05  # node sets' throughputs apart by more than this (and not overlapping): flagged
@@ -25,7 +26,7 @@ SPLIT = 0.05  # node sets' throughputs apart by more than this (and not overlapp
 
 def _node_sets(group: pd.DataFrame) -> dict[str, list[float]]:
     sets: dict[str, list[float]] = {}
-    for nodes, throughput in zip(group["nodes"].astype(str), group["throughput"], strict=True):
+    for nodes, throughput in zip(group[col.nodes].astype(str), group[col.throughput], strict=True):
         sets.setdefault(nodes, []).append(float(throughput))
     return sets
 
@@ -43,9 +44,9 @@ def _split_by_node(sets: dict[str, list[float]]) -> bool:
 def placement_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per cell whose ok repeats ran on more than one node set: the node sets with
     their repeats' median throughput, and the flag (layout / node / "")."""
-    if runs.empty or "nodes" not in runs:
+    if runs.empty or col.nodes not in runs:
         return pd.DataFrame(columns=[*CELL_FIELDS, "node_sets", "placement"])
-    ok = runs[(runs["status"] == "ok") & runs["throughput"].map(stats.finite) & runs["nodes"].notna()]
+    ok = runs[(runs[col.status] == "ok") & runs[col.throughput].map(stats.finite) & runs[col.nodes].notna()]
     rows = []
     for key, group in ok.groupby(CELL_FIELDS, sort=True):
         sets = _node_sets(group)

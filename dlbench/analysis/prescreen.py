@@ -11,14 +11,15 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, Scale
 from dlbench.labels import text
 from dlbench.launch.prescreen import LOG_GLOB, read_log
 
 ROOT = "results/prescreen"
 COLUMNS = [
-    "scale",
-    "nodes",
+    col.scale,
+    col.nodes,
     "ranks_per_node",
     "scope",
     "node",
@@ -29,8 +30,8 @@ COLUMNS = [
     "busbw_gbps",
     "correct",
     "backend",
-    "status",
-    "reason",
+    col.status,
+    col.reason,
     "flag",
 ]
 
@@ -51,14 +52,14 @@ def table(root: str | Path = ".", min_share: float = 0.8) -> pd.DataFrame | None
 
 def _shape_rows(directory: Path) -> list[dict]:
     scale = Scale.parse(directory.name)
-    shape = {"scale": directory.name, "nodes": scale.nodes, "ranks_per_node": scale.devices_per_node}
+    shape = {col.scale: directory.name, col.nodes: scale.nodes, "ranks_per_node": scale.devices_per_node}
     logs = [read_log(path) for path in sorted(directory.glob(LOG_GLOB))]
     problems = [log["problem"] for log in logs if log["problem"]]
     problems += [log["footer"]["error"] for log in logs if log["footer"] and log["footer"]["status"] != "ok"]
     if len(logs) < scale.devices:
         problems.append(f"{scale.devices - len(logs)} of {scale.devices} ranks left no log ({_launch_note(directory)})")
     if problems:
-        return [{**shape, "scope": "all", "status": "failed", "reason": "; ".join(dict.fromkeys(problems))}]
+        return [{**shape, "scope": "all", col.status: "failed", col.reason: "; ".join(dict.fromkeys(problems))}]
     backend = text(logs[0]["header"].get("backend"))
     measured: dict[tuple, list[dict]] = {}
     for log in logs:
@@ -66,7 +67,7 @@ def _shape_rows(directory: Path) -> list[dict]:
             node = log["header"]["node"] if record["scope"] == "node" else ""
             measured.setdefault((record["scope"], node, record["bytes"]), []).append(record)
     return [
-        {**shape, **_row(scope, node, size, records), "backend": backend, "status": "ok", "reason": ""}
+        {**shape, **_row(scope, node, size, records), "backend": backend, col.status: "ok", col.reason: ""}
         for (scope, node, size), records in sorted(measured.items())
     ]
 
@@ -100,8 +101,8 @@ def _flag(rows: pd.DataFrame, min_share: float) -> pd.DataFrame:
     """Per shape, at its largest size (bandwidth-bound, not latency-bound): each node's busbw
     against the best node's; below `min_share` of it, the node's rows say so."""
     rows["flag"] = ""
-    nodes = rows[(rows["scope"] == "node") & (rows["status"] == "ok")]
-    for _, shape in nodes.groupby("scale"):
+    nodes = rows[(rows["scope"] == "node") & (rows[col.status] == "ok")]
+    for _, shape in nodes.groupby(col.scale):
         largest = shape[shape["bytes"] == shape["bytes"].max()]
         best = largest["busbw_gbps"].max()
         for index, row in largest.iterrows():
@@ -114,7 +115,7 @@ def _flag(rows: pd.DataFrame, min_share: float) -> pd.DataFrame:
 def slow_nodes(prescreen: pd.DataFrame) -> dict[str, str]:
     """Flagged node → why (its shape and share)."""
     flagged = prescreen[prescreen["flag"].astype(str) != ""]
-    return {row["node"]: f"{row['node']}: {row['scale']} prescreen, {row['flag']}" for _, row in flagged.iterrows()}
+    return {row["node"]: f"{row['node']}: {row[col.scale]} prescreen, {row['flag']}" for _, row in flagged.iterrows()}
 
 
 def flag_cells(cells: pd.DataFrame, runs: pd.DataFrame, prescreen: pd.DataFrame) -> pd.DataFrame:
@@ -122,15 +123,15 @@ def flag_cells(cells: pd.DataFrame, runs: pd.DataFrame, prescreen: pd.DataFrame)
     '' otherwise. Flagged cells keep their numbers: the flag says what to distrust."""
     slow = slow_nodes(prescreen)
     cells = cells.copy()
-    cells["prescreen"] = ""
-    if cells.empty or not slow or "nodes" not in runs:
+    cells[col.prescreen] = ""
+    if cells.empty or not slow or col.nodes not in runs:
         return cells
     keys = [c for c in CELL_FIELDS if c in cells.columns and c in runs.columns]
     for index, cell in cells.iterrows():
-        if Scale.parse(cell["scale"]).nodes < 2:
+        if Scale.parse(cell[col.scale]).nodes < 2:
             continue
         mine = runs[(runs[keys].astype(str) == cell[keys].astype(str)).all(axis=1)]
-        used = {node for value in mine["nodes"] for node in text(value).split(";") if node}
+        used = {node for value in mine[col.nodes] for node in text(value).split(";") if node}
         why = [slow[node] for node in sorted(used & set(slow))]
-        cells.loc[index, "prescreen"] = "; ".join(why)
+        cells.loc[index, col.prescreen] = "; ".join(why)
     return cells

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS
 
 # Names the published sources use for our models and precisions.
@@ -17,7 +18,7 @@ MODEL_ALIASES = {"inception3": "inception_v3", "inceptionv3": "inception_v3", "b
 PRECISION_ALIASES = {"fp16": "amp", "bf16": "amp"}  # bf16: the LLM sources (dlbench's LLM amp is bf16)
 COLUMNS = [
     *CELL_FIELDS,
-    "devices",
+    col.devices,
     "kind",
     "source",
     "hardware",
@@ -32,10 +33,10 @@ COLUMNS = [
 
 def load_published(path: str) -> pd.DataFrame:
     refs = pd.read_csv(path, dtype=str, keep_default_na=False)
-    refs["model"] = refs["model"].map(lambda m: MODEL_ALIASES.get(m, m))
-    refs["precision"] = refs["precision"].map(lambda p: PRECISION_ALIASES.get(p, p))
-    refs["data"] = refs["data"].str.split(" ").str[0]  # "synthetic (fake-location=gpu)" → synthetic
-    refs["throughput"] = pd.to_numeric(refs["throughput"], errors="coerce")
+    refs[col.model] = refs[col.model].map(lambda m: MODEL_ALIASES.get(m, m))
+    refs[col.precision] = refs[col.precision].map(lambda p: PRECISION_ALIASES.get(p, p))
+    refs[col.data] = refs[col.data].str.split(" ").str[0]  # "synthetic (fake-location=gpu)" → synthetic
+    refs[col.throughput] = pd.to_numeric(refs[col.throughput], errors="coerce")
     refs["gpus"] = pd.to_numeric(refs["gpus"], errors="coerce")
     return refs
 
@@ -53,27 +54,27 @@ def compare_published(cells: pd.DataFrame, refs: pd.DataFrame, hardware: str, to
         return pd.DataFrame(columns=COLUMNS)
     refs = refs[refs["hardware"].str.contains(hardware, case=False, regex=False)]
     rows = []
-    for _, cell in cells[cells["status"].isin(["ok", "partial"])].iterrows():
+    for _, cell in cells[cells[col.status].isin(["ok", "partial"])].iterrows():
         match = refs[
-            (refs["model"] == cell["model"])
-            & (refs["precision"] == cell["precision"])
-            & (refs["data"] == cell["data"])
-            & (refs["batch_per_device"] == str(cell["batch"]))
-            & (refs["gpus"] == cell["devices"])
+            (refs[col.model] == cell[col.model])
+            & (refs[col.precision] == cell[col.precision])
+            & (refs[col.data] == cell[col.data])
+            & (refs["batch_per_device"] == str(cell[col.batch]))
+            & (refs["gpus"] == cell[col.devices])
         ]
         for _, ref in match.iterrows():
-            ratio = cell["throughput"] / ref["throughput"]
+            ratio = cell[col.throughput] / ref[col.throughput]
             rows.append(
                 {
                     **{f: cell[f] for f in CELL_FIELDS},
-                    "devices": cell["devices"],
+                    col.devices: cell[col.devices],
                     "kind": "published",
                     "source": ref["source"],
                     "hardware": ref["hardware"],
-                    "reference_framework": ref["framework"],
-                    "reference_strategy": ref["strategy"],
-                    "reference": ref["throughput"],
-                    "measured": cell["throughput"],
+                    "reference_framework": ref[col.framework],
+                    "reference_strategy": ref[col.strategy],
+                    "reference": ref[col.throughput],
+                    "measured": cell[col.throughput],
                     "ratio": ratio,
                     "verdict": verdict(ratio, tolerance),
                 }
@@ -86,12 +87,12 @@ def compare_baseline(cells: pd.DataFrame, baseline: pd.DataFrame, label: str, to
     if cells.empty or baseline.empty:
         return pd.DataFrame(columns=COLUMNS)
     keys = [f for f in CELL_FIELDS]
-    base = baseline[[*keys, "throughput"]].rename(columns={"throughput": "reference"})
-    merged = cells.merge(base.astype({"batch": str}), on=keys, how="inner")
+    base = baseline[[*keys, col.throughput]].rename(columns={col.throughput: "reference"})
+    merged = cells.merge(base.astype({col.batch: str}), on=keys, how="inner")
     merged = merged[merged["reference"].notna()]
     merged["kind"], merged["source"], merged["hardware"] = "baseline", label, ""
-    merged["reference_framework"], merged["reference_strategy"] = merged["framework"], merged["strategy"]
-    merged["measured"] = merged["throughput"]
+    merged["reference_framework"], merged["reference_strategy"] = merged[col.framework], merged[col.strategy]
+    merged["measured"] = merged[col.throughput]
     merged["ratio"] = merged["measured"] / merged["reference"]
     merged["verdict"] = [verdict(r, tolerance) for r in merged["ratio"]]
     return merged[COLUMNS]
@@ -100,7 +101,7 @@ def compare_baseline(cells: pd.DataFrame, baseline: pd.DataFrame, label: str, to
 def compare(cells: pd.DataFrame, settings: dict, published_path: str) -> pd.DataFrame:
     parts = [compare_published(cells, load_published(published_path), settings["hardware"], settings["tolerance"])]
     if settings.get("baseline"):
-        baseline = pd.read_csv(settings["baseline"], dtype={"batch": str})
+        baseline = pd.read_csv(settings["baseline"], dtype={col.batch: str})
         parts.append(compare_baseline(cells, baseline, settings["baseline"], settings["tolerance"]))
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)

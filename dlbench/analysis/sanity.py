@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from dlbench import labels
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.planning.schema import schema_defaults
 from dlbench.steplog import StepLog
 
@@ -32,10 +33,10 @@ class Verdict:
     def columns(self) -> dict:
         """The run's sanity columns of runs.csv."""
         return {
-            "sanity": self.sanity,
-            "sanity_reason": self.reason,
-            "loss_first_quarter": self.first_quarter_loss,
-            "loss_last_quarter": self.last_quarter_loss,
+            col.sanity: self.sanity,
+            col.sanity_reason: self.reason,
+            col.loss_first_quarter: self.first_quarter_loss,
+            col.loss_last_quarter: self.last_quarter_loss,
         }
 
 

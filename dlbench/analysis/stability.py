@@ -16,6 +16,7 @@ import numpy as np
 
 from dlbench import labels
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 
 MIN_STEPS = 8  # fewer measured steps: no verdict (a third of the window is under 3 steps)
 TREND_CHANGE = 0.05  # a trend is flagged when its slope changes the step time by more than this
@@ -56,11 +57,11 @@ def run_columns(measured: list[list[dict]]) -> dict:
     flag, reason, evidence = verdict(times)
     flagged = flag in (TREND, BIMODAL)
     return {
-        "stability": flag,
-        "stability_reason": reason,
-        "step_first_third_s": evidence.get("first", math.nan),
-        "step_last_third_s": evidence.get("last", math.nan),
-        "step_times_s": ";".join(f"{t:.6g}" for t in times) if flagged else "",
+        col.stability: flag,
+        col.stability_reason: reason,
+        col.step_first_third_s: evidence.get("first", math.nan),
+        col.step_last_third_s: evidence.get("last", math.nan),
+        col.step_times_s: ";".join(f"{t:.6g}" for t in times) if flagged else "",
     }
 
 

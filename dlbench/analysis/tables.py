@@ -9,6 +9,7 @@ import pandas as pd
 from dlbench import labels
 from dlbench.analysis import adaptive, efficiency, losses, sanity
 from dlbench.analysis.aggregate import cells_table, real_data_pairs, runs_table
+from dlbench.analysis.columns import col
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
 
@@ -43,12 +44,12 @@ def add_flops(cells: pd.DataFrame, flops: dict[str, float], peak_tflops: float) 
     per-device peak named in `peak_basis` (empty when no peak is known, e.g. on a CPU)."""
     if cells.empty:
         return cells
-    per_sample = cells["model"].map(flops).astype(float)
-    cells["train_gflops_per_sample"] = per_sample / 1e9
-    cells["tflops"] = cells["throughput"] * per_sample / 1e12
+    per_sample = cells[col.model].map(flops).astype(float)
+    cells[col.train_gflops_per_sample] = per_sample / 1e9
+    cells[col.tflops] = cells[col.throughput] * per_sample / 1e12
     # The per-device peak: run.peak_tflops, else the GPU's dense peak for the precision (dlbench.analysis.efficiency).
-    cells["peak_tflops"], cells["peak_basis"] = efficiency.mfu_basis(cells, peak_tflops)
-    cells["mfu"] = cells["tflops"] / (cells["peak_tflops"] * cells["devices"])
+    cells[col.peak_tflops], cells[col.peak_basis] = efficiency.mfu_basis(cells, peak_tflops)
+    cells[col.mfu] = cells[col.tflops] / (cells[col.peak_tflops] * cells[col.devices])
     return cells
 
 
@@ -60,18 +61,18 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 def cell_text(cell: pd.Series) -> str:
     """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy, `SUSPECT`: its
     training failed the sanity check) or its status."""
-    if cell["status"] in labels.STATUS_TEXT:
-        return labels.STATUS_TEXT[cell["status"]]
-    text = f"{cell['throughput']:.1f}"
-    if cell.get("std") == cell.get("std") and cell.get("n", 0) > 1:
-        text += f" ± {cell['std']:.1f}"
-    if cell["status"] == "partial":
-        text += f" * ({int(cell['n'])}/{int(cell['repeats'])})"  # floats when read back with N/A cells
-    if bool(cell.get("noisy", False)):
+    if cell[col.status] in labels.STATUS_TEXT:
+        return labels.STATUS_TEXT[cell[col.status]]
+    text = f"{cell[col.throughput]:.1f}"
+    if cell.get(col.std) == cell.get(col.std) and cell.get(col.n, 0) > 1:
+        text += f" ± {cell[col.std]:.1f}"
+    if cell[col.status] == "partial":
+        text += f" * ({int(cell[col.n])}/{int(cell[col.repeats])})"  # floats when read back with N/A cells
+    if bool(cell.get(col.noisy, False)):
         text += " ~"
-    if cell.get("sanity") == sanity.SUSPECT:
+    if cell.get(col.sanity) == sanity.SUSPECT:
         text += " " + labels.SANITY_TEXT[sanity.SUSPECT]
-    if cell.get("python_env") == "site":
+    if cell.get(col.python_env) == "site":
         text += " " + labels.SITE_ENV_MARK
     return text
 
@@ -79,14 +80,16 @@ def cell_text(cell: pd.Series) -> str:
 def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """One framework-by-scale table per model/batch/precision/data."""
     out = []
-    for (model, batch, precision, data), group in cells.groupby(["model", "batch", "precision", "data"], sort=True):
+    for (model, batch, precision, data), group in cells.groupby(
+        [col.model, col.batch, col.precision, col.data], sort=True
+    ):
         group = group.assign(
-            row=[labels.scale_with_caict(s, st) for s, st in zip(group["scale"], group["strategy"], strict=True)],
-            order=[labels.devices(s) for s in group["scale"]],
+            row=[labels.scale_with_caict(s, st) for s, st in zip(group[col.scale], group[col.strategy], strict=True)],
+            order=[labels.devices(s) for s in group[col.scale]],
             text=[cell_text(c) for _, c in group.iterrows()],
         ).sort_values(["order", "row"])
-        table = group.pivot_table(index="row", columns="framework", values="text", aggfunc="first", sort=False)
-        table.index.name = "scale"
+        table = group.pivot_table(index="row", columns=col.framework, values="text", aggfunc="first", sort=False)
+        table.index.name = col.scale
         title = f"{labels.model_title(model)}, {labels.setup(batch, precision, data)} ({labels.unit(model)})"
         out.append((title, table.fillna("")))
     return out
@@ -99,15 +102,17 @@ def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     return pd.DataFrame(
         {
-            "model": real["model"],
-            "framework": real["framework"],
-            "scale": [labels.scale_with_caict(s, st) for s, st in zip(real["scale"], real["strategy"], strict=True)],
-            "batch": real["batch"],
-            "precision": real["precision"],
+            col.model: real[col.model],
+            col.framework: real[col.framework],
+            col.scale: [
+                labels.scale_with_caict(s, st) for s, st in zip(real[col.scale], real[col.strategy], strict=True)
+            ],
+            col.batch: real[col.batch],
+            col.precision: real[col.precision],
             "synthetic": real["synthetic_throughput"].round(1),
-            "real": real["throughput"].round(1),
-            "real / synthetic": real["real_vs_synthetic"].round(3),
-            "data wait": real["data_wait_fraction"].map(lambda w: f"{w:.1%}" if w == w else ""),
+            "real": real[col.throughput].round(1),
+            "real / synthetic": real[col.real_vs_synthetic].round(3),
+            "data wait": real[col.data_wait_fraction].map(lambda w: f"{w:.1%}" if w == w else ""),
         }
     )
 
@@ -122,7 +127,7 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
         "produced a number; ~ = noisy, CV above threshold; SUSPECT = failed the sanity check, below).",
         "",
     ]
-    if "python_env" in cells and (cells["python_env"] == "site").any():
+    if col.python_env in cells and (cells[col.python_env] == "site").any():
         lines += [f"{labels.SITE_ENV_MARK} = {labels.SITE_ENV_TEXT} (run.python; environment.json lists it).", ""]
     for title, table in pivot(cells):
         lines += [f"## {title}", "", table.to_markdown(), ""]
@@ -135,13 +140,13 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
         lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
     elif efficiency.not_measured_note(cells):
         lines += [efficiency.not_measured_note(cells), ""]
-    failed = cells[cells["status"] != "ok"]
+    failed = cells[cells[col.status] != "ok"]
     if not failed.empty:
         lines += ["## Cells without a full set of numbers", ""]
         for _, c in failed.iterrows():
             lines.append(
-                f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']}: "
-                f"{labels.status_label(c['status'], unknown=str)} — {c['reason']}"
+                f"- {c[col.framework]} {c[col.model]} bs{c[col.batch]} {c[col.scale]} {c[col.strategy]}: "
+                f"{labels.status_label(c[col.status], unknown=str)} — {c[col.reason]}"
             )
         lines.append("")
     return "\n".join(lines)
@@ -149,33 +154,33 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
 
 def convergence_lines(cells: pd.DataFrame) -> list[str]:
     """The Markdown section comparing frameworks' losses where cells train the same model alike."""
-    if "convergence" not in cells or not cells["convergence"].isin(losses.COMPARED).any():
+    if col.convergence not in cells or not cells[col.convergence].isin(losses.COMPARED).any():
         return []
-    judged = cells[cells["convergence"].isin(losses.COMPARED)]
-    slower = judged[judged["convergence"] == losses.SLOWER]
+    judged = cells[cells[col.convergence].isin(losses.COMPARED)]
+    slower = judged[judged[col.convergence] == losses.SLOWER]
     lines = ["## Convergence across frameworks", "", f"{len(slower)} of {len(judged)} compared cells train slower.", ""]
     for _, c in judged.iterrows():
-        lines.append(f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "
-                     + c["convergence_reason"])  # fmt: skip
+        where = f"{c[col.framework]} {c[col.model]} bs{c[col.batch]} {c[col.scale]} {c[col.strategy]} {c[col.data]}"
+        lines.append(f"- {where}: " + c[col.convergence_reason])
     return [*lines, ""]
 
 
 def memory_lines(cells: pd.DataFrame) -> list[str]:
     """The Markdown table of each cell's peak memory per rank (dlbench.analysis.memory)."""
-    if "peak_memory_gib" not in cells or not cells["peak_memory_gib"].notna().any():
+    if col.peak_memory_gib not in cells or not cells[col.peak_memory_gib].notna().any():
         return []
-    shown = cells[cells["peak_memory_gib"].notna()]
+    shown = cells[cells[col.peak_memory_gib].notna()]
     table = pd.DataFrame(
         {
             "cell": [
-                f"{c['framework']} {c['model']} {c['precision']} {c['data']} bs{c['batch']}"
+                f"{c[col.framework]} {c[col.model]} {c[col.precision]} {c[col.data]} bs{c[col.batch]}"
                 for _, c in shown.iterrows()
             ],
-            "scale": shown["scale"],
-            "strategy": shown["strategy"],
-            "GiB per rank": shown["peak_memory_gib"].round(3),
-            "of the limit": shown["memory_share"].map(lambda v: f"{v:.1%}" if v == v else ""),
-            "what": shown["memory_basis"],
+            col.scale: shown[col.scale],
+            col.strategy: shown[col.strategy],
+            "GiB per rank": shown[col.peak_memory_gib].round(3),
+            "of the limit": shown[col.memory_share].map(lambda v: f"{v:.1%}" if v == v else ""),
+            "what": shown[col.memory_basis],
         }
     )
     return ["## Peak memory per rank", "", table.to_markdown(index=False), ""]
@@ -183,17 +188,17 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
 
 def sanity_lines(cells: pd.DataFrame) -> list[str]:
     """The Markdown section that lists the cells whose training failed the sanity check, and why."""
-    if "sanity" not in cells:
+    if col.sanity not in cells:
         return []
-    judged = cells[cells["sanity"].isin([sanity.PASS, sanity.SUSPECT])]
+    judged = cells[cells[col.sanity].isin([sanity.PASS, sanity.SUSPECT])]
     if judged.empty:
         return []
-    suspect = judged[judged["sanity"] == sanity.SUSPECT]
+    suspect = judged[judged[col.sanity] == sanity.SUSPECT]
     passing = f"{len(judged) - len(suspect)} of {len(judged)} cells pass ({labels.SANITY_MEANING})."
     lines = ["## Sanity", "", passing, ""]
     for _, c in suspect.iterrows():
         lines.append(
-            f"- {c['framework']} {c['model']} bs{c['batch']} {c['scale']} {c['strategy']} {c['data']}: "
-            + labels.sanity_label(c["sanity"], c["sanity_reason"])
+            f"- {c[col.framework]} {c[col.model]} bs{c[col.batch]} {c[col.scale]} {c[col.strategy]} {c[col.data]}: "
+            + labels.sanity_label(c[col.sanity], c[col.sanity_reason])
         )
     return [*lines, ""] if len(suspect) else lines

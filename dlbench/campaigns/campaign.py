@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import tables
+from dlbench.analysis.columns import CELLS, RUNS, Table
 
 # The manifest the aggregate rule writes is made in the analysis stage; a campaign reads it.
 from dlbench.analysis.manifest import (  # noqa: F401 (PROTOCOL_KEYS, SCHEMA: the campaigns' vocabulary)
@@ -57,10 +58,12 @@ class Campaign:
         return {astuple(key): values.tolist() for key, values in repeats_by_cell(self.runs).items()}
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+def _read_table(table: Table, path: Path, manifest: dict | None = None) -> pd.DataFrame:
+    """runs.csv or cells.csv, typed, as the tables' version the manifest names was written
+    (a campaign made before manifests named one: dlbench.analysis.columns.UNVERSIONED)."""
     if not path.exists():
         raise FileNotFoundError(f"campaign table {path} does not exist")
-    return pd.read_csv(path, dtype={"batch": str})
+    return table.read(path, (manifest or {}).get("tables_schema"))
 
 
 def load(path: str | Path) -> Campaign:
@@ -70,15 +73,15 @@ def load(path: str | Path) -> Campaign:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         if manifest.get("schema") != SCHEMA:
             raise ValueError(f"{path / MANIFEST}: schema {manifest.get('schema')!r}, expected {SCHEMA}")
-        runs = _read_table(path / "runs.csv") if (path / "runs.csv").exists() else None
+        runs = _read_table(RUNS, path / "runs.csv", manifest) if (path / "runs.csv").exists() else None
         root = (path / manifest["root"]) if manifest.get("root") else path
-        return Campaign(manifest, _read_table(path / "cells.csv"), runs, root)
+        return Campaign(manifest, _read_table(CELLS, path / "cells.csv", manifest), runs, root)
     if (path / PIPELINE_TABLES / "cells.csv").exists():
-        runs = _read_table(path / PIPELINE_TABLES / "runs.csv")
-        cells = _read_table(path / PIPELINE_TABLES / "cells.csv")
         stored = path / PIPELINE_MANIFEST
-        manifest = json.loads(stored.read_text(encoding="utf-8")) if stored.exists() else measured_manifest(runs, path)
-        return Campaign(manifest, cells, runs, path)
+        manifest = json.loads(stored.read_text(encoding="utf-8")) if stored.exists() else None
+        runs = _read_table(RUNS, path / PIPELINE_TABLES / "runs.csv", manifest)
+        cells = _read_table(CELLS, path / PIPELINE_TABLES / "cells.csv", manifest)
+        return Campaign(manifest or measured_manifest(runs, path), cells, runs, path)
     raise FileNotFoundError(
         f"{path} is not a campaign: no {MANIFEST} and no {PIPELINE_TABLES / 'cells.csv'} (run the pipeline there first)"
     )
@@ -92,16 +95,16 @@ def save(campaign: Campaign, directory: str | Path) -> Path:
     if campaign.root is not None:
         manifest["root"] = str(Path(campaign.root).resolve())
     (directory / MANIFEST).write_bytes(manifest_bytes(manifest))
-    (directory / "cells.csv").write_bytes(tables.csv_bytes(campaign.cells))
+    (directory / "cells.csv").write_bytes(tables.csv_bytes(CELLS.validated(campaign.cells)))
     if campaign.runs is not None:
-        (directory / "runs.csv").write_bytes(tables.csv_bytes(campaign.runs))
+        (directory / "runs.csv").write_bytes(tables.csv_bytes(RUNS.validated(campaign.runs)))
     return directory
 
 
 def write_pipeline_manifest(root: str | Path, protocol: dict | None = None) -> Path:
     """results/campaign.json of a pipeline working directory, from its tables and logs."""
     root = Path(root)
-    runs = _read_table(root / PIPELINE_TABLES / "runs.csv")
+    runs = _read_table(RUNS, root / PIPELINE_TABLES / "runs.csv")
     path = root / PIPELINE_MANIFEST
     path.write_bytes(manifest_bytes(measured_manifest(runs, root, protocol)))
     return path

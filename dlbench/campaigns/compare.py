@@ -16,19 +16,20 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.analysis import stats, tables
+from dlbench.analysis.columns import col
 from dlbench.campaigns.campaign import PROTOCOL_KEYS, Campaign
 from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
 
 # Differences that make a ratio meaningless (another workload), as against the ones a
 # comparison is made to find (another driver, image, framework version or machine).
-BLOCKING = ("protocol.warmup_steps", "protocol.measured_steps", "protocol.statistic", "image_size")
+BLOCKING = ("protocol.warmup_steps", "protocol.measured_steps", "protocol.statistic", col.image_size)
 COLUMNS = [
     *CELL_FIELDS,
     "reference",
     "candidate",
     "ratio",
-    "ci95_low",
-    "ci95_high",
+    col.ci95_low,
+    col.ci95_high,
     "n_reference",
     "n_candidate",
     "mannwhitney_u",
@@ -73,7 +74,7 @@ class Comparison:
 
 def _flat(manifest: dict) -> dict[str, str]:
     out = {f"protocol.{k}": manifest.get("protocol", {}).get(k) for k in PROTOCOL_KEYS}
-    out["image_size"] = manifest.get("image_size")
+    out[col.image_size] = manifest.get("image_size")
     for section in ("software", "hardware"):
         for key, value in (manifest.get(section) or {}).items():
             if isinstance(value, dict):
@@ -99,8 +100,8 @@ def differences(a: dict, b: dict) -> list[dict]:
 
 def _key(cell: pd.Series) -> tuple:
     values = {f: str(cell[f]) for f in CELL_FIELDS}
-    if int(cell["devices"]) == 1:
-        values["strategy"] = SINGLE_DEVICE
+    if int(cell[col.devices]) == 1:
+        values[col.strategy] = SINGLE_DEVICE
     return tuple(values[f] for f in CELL_FIELDS)
 
 
@@ -124,7 +125,9 @@ def _repeats(campaign: Campaign, cells: dict[tuple, pd.Series]) -> dict[tuple, l
     by_run = campaign.repeats()
     for key, cell in cells.items():
         original = tuple(str(cell[f]) for f in CELL_FIELDS)
-        runs[key] = by_run.get(original) or ([float(cell["throughput"])] if stats.finite(cell["throughput"]) else [])
+        runs[key] = by_run.get(original) or (
+            [float(cell[col.throughput])] if stats.finite(cell[col.throughput]) else []
+        )
     return runs
 
 
@@ -134,24 +137,24 @@ def compare(
     result = Comparison(reference.id, candidate.id, tolerance, differences(reference.manifest, candidate.manifest))
     a, b = _keyed(reference.cells), _keyed(candidate.cells)
     ra, rb = _repeats(reference, a), _repeats(candidate, b)
-    statistic = str(reference.cells["statistic"].dropna().iloc[0]) if "statistic" in reference.cells else "mean"
-    statistic = statistic if statistic in stats.STATISTICS else "mean"
+    statistic = str(reference.cells[col.statistic].dropna().iloc[0]) if col.statistic in reference.cells else col.mean
+    statistic = statistic if statistic in stats.STATISTICS else col.mean
     rows = []
     for key in sorted(set(a) & set(b)):
         if not (ra[key] and rb[key]):
-            result.unmatched.append({"cell": "/".join(key), "reason": "a side has no number (failed or N/A cell)"})
+            result.unmatched.append({"cell": "/".join(key), col.reason: "a side has no number (failed or N/A cell)"})
             continue
         rows.append(_cell_row(key, a[key], b[key], ra[key], rb[key], statistic, tolerance, min_repeats))
     for key in sorted(set(a) - set(b)):
-        result.unmatched.append({"cell": "/".join(key), "reason": unmatched_reason(key, sorted(b), "candidate")})
+        result.unmatched.append({"cell": "/".join(key), col.reason: unmatched_reason(key, sorted(b), "candidate")})
     for key in sorted(set(b) - set(a)):
-        result.unmatched.append({"cell": "/".join(key), "reason": unmatched_reason(key, sorted(a), "reference")})
+        result.unmatched.append({"cell": "/".join(key), col.reason: unmatched_reason(key, sorted(a), "reference")})
     result.cells = pd.DataFrame(rows, columns=COLUMNS)
     return result
 
 
 def _cell_row(key, cell_a, cell_b, runs_a, runs_b, statistic, tolerance, min_repeats) -> dict:
-    value_a, value_b = float(cell_a["throughput"]), float(cell_b["throughput"])
+    value_a, value_b = float(cell_a[col.throughput]), float(cell_b[col.throughput])
     ci = stats.ratio_ci(statistic, runs_a, runs_b)
     test = stats.mann_whitney(runs_a, runs_b)
     repeats = (len(runs_a), len(runs_b))
@@ -161,8 +164,8 @@ def _cell_row(key, cell_a, cell_b, runs_a, runs_b, statistic, tolerance, min_rep
         "reference": value_a,
         "candidate": value_b,
         "ratio": value_b / value_a,
-        "ci95_low": ci[0],
-        "ci95_high": ci[1],
+        col.ci95_low: ci[0],
+        col.ci95_high: ci[1],
         "n_reference": repeats[0],
         "n_candidate": repeats[1],
         "mannwhitney_u": test["u"],
@@ -195,6 +198,6 @@ def text(result: Comparison) -> str:
     for _, c in result.cells[result.cells["verdict"].isin(["faster", "slower"])].iterrows():
         lines.append(
             f"  {c['verdict']}: {'/'.join(str(c[f]) for f in CELL_FIELDS)} ×{c['ratio']:.3f} "
-            f"[{c['ci95_low']:.3f}, {c['ci95_high']:.3f}] p={c['p_value']:.3g}"
+            f"[{c[col.ci95_low]:.3f}, {c[col.ci95_high]:.3f}] p={c['p_value']:.3g}"
         )
     return "\n".join(lines)

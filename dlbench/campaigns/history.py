@@ -20,6 +20,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import stats, tables
+from dlbench.analysis.columns import col
 from dlbench.campaigns.campaign import Campaign
 from dlbench.campaigns.compare import differences
 from dlbench.coords import CELL_FIELDS
@@ -39,7 +40,7 @@ def _values(campaign: Campaign) -> dict[tuple, list[float]]:
     out = {}
     for _, cell in campaign.cells.iterrows():
         key = tuple(str(cell[f]) for f in CELL_FIELDS)
-        out[key] = repeats.get(key) or ([float(cell["throughput"])] if stats.finite(cell["throughput"]) else [])
+        out[key] = repeats.get(key) or ([float(cell[col.throughput])] if stats.finite(cell[col.throughput]) else [])
     return {k: v for k, v in out.items() if v}
 
 
@@ -92,8 +93,8 @@ def detect(
                     "campaign": ordered[i].id,
                     "order": i,
                     "value": stats.mean(values[i][key]),
-                    "std": stats.std(values[i][key]),
-                    "n": len(values[i][key]),
+                    col.std: stats.std(values[i][key]),
+                    col.n: len(values[i][key]),
                 }
             )
         if len(present) < min_campaigns:
@@ -139,7 +140,7 @@ def figure(history: History, path, most: int = 6) -> None:
         ax.errorbar(
             points["order"],
             points["value"],
-            yerr=points["std"].fillna(0),
+            yerr=points[col.std].fillna(0),
             fmt="o-",
             capsize=3,
             color=figs.colour(key[0]),

@@ -23,6 +23,7 @@ import re
 import pandas as pd
 
 from dlbench.analysis.aggregate import add_speedup
+from dlbench.analysis.columns import TABLES_SCHEMA, col
 from dlbench.analysis.references import load_published
 from dlbench.campaigns.campaign import SCHEMA, Campaign
 from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
@@ -31,7 +32,7 @@ MISSING = {
     "seed001": "seed 001 (TensorFlow single-node strategies) has no throughput rows in the published CSV",
     "caict2020": "CAICT 2020 (seed 004) publishes its numbers as figures only: no rows in the published CSV",
 }
-SERIES = [f for f in CELL_FIELDS if f not in ("scale", "strategy")]
+SERIES = [f for f in CELL_FIELDS if f not in (col.scale, col.strategy)]
 LLM_PUBLISHED = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     "config",
@@ -53,13 +54,13 @@ def parse_statistic(text: str) -> dict:
     found = re.search(r"(mean|median) of (\d+) runs", text)
     warmup = re.search(r"(\d+) warm-up steps|skip (\d+) steps", text)
     measured = re.search(r"next (\d+)", text)
-    return {
-        "statistic": found.group(1) if found else ("single run" if "single run" in text else text),
-        "repeats": int(found.group(2)) if found else 1,
-        "warmup_steps": int(next(g for g in warmup.groups() if g)) if warmup else None,
-        "measured_steps": int(measured.group(1)) if measured else None,
-        "preset": None,
-    }
+    return dict(  # the protocol's keys, named as the tables' columns are
+        statistic=found.group(1) if found else ("single run" if "single run" in text else text),
+        repeats=int(found.group(2)) if found else 1,
+        warmup_steps=int(next(g for g in warmup.groups() if g)) if warmup else None,
+        measured_steps=int(measured.group(1)) if measured else None,
+        preset=None,
+    )
 
 
 def _variant(row: pd.Series) -> str:
@@ -73,11 +74,12 @@ def _variant(row: pd.Series) -> str:
 def _cells(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(
         framework=[
-            slug(f.split()[0]) + (f"_{v}" if v else "") for f, v in zip(rows["framework"], rows["variant"], strict=True)
+            slug(f.split()[0]) + (f"_{v}" if v else "")
+            for f, v in zip(rows[col.framework], rows["variant"], strict=True)
         ],
         batch=rows["batch_per_device"].astype(str),
-        scale=[f"{int(n)}x{int(g) // int(n)}" for n, g in zip(rows["nodes"], rows["gpus"], strict=True)],
-        strategy=rows["strategy"].map(slug),
+        scale=[f"{int(n)}x{int(g) // int(n)}" for n, g in zip(rows[col.nodes], rows["gpus"], strict=True)],
+        strategy=rows[col.strategy].map(slug),
         devices=rows["gpus"].astype(int),
         status="ok",
         reason="",
@@ -85,26 +87,26 @@ def _cells(rows: pd.DataFrame) -> pd.DataFrame:
         repeats=1,
     )
     # One 1-GPU number per series is the single-device cell; several (one per strategy) keep theirs.
-    singles = rows[rows["devices"] == 1].groupby(SERIES)["strategy"].transform("nunique")
-    rows.loc[singles[singles == 1].index, "strategy"] = SINGLE_DEVICE
-    cells = rows[[*CELL_FIELDS, "devices", "status", "reason", "statistic", "throughput", "n", "repeats"]]
+    singles = rows[rows[col.devices] == 1].groupby(SERIES)[col.strategy].transform("nunique")
+    rows.loc[singles[singles == 1].index, col.strategy] = SINGLE_DEVICE
+    cells = rows[[*CELL_FIELDS, col.devices, col.status, col.reason, col.statistic, col.throughput, col.n, col.repeats]]
     return _with_speedup(cells.drop_duplicates(subset=CELL_FIELDS))
 
 
 def _with_speedup(cells: pd.DataFrame) -> pd.DataFrame:
     """add_speedup per strategy: over the strategy's own 1-GPU number where the source gives one
     (listed first, so add_speedup takes it), else over the series' single-device number."""
-    singles = cells[cells["strategy"] == SINGLE_DEVICE]
+    singles = cells[cells[col.strategy] == SINGLE_DEVICE]
     parts = [add_speedup(singles)] if not singles.empty else []
-    for strategy in sorted(set(cells["strategy"]) - {SINGLE_DEVICE}):
-        parts.append(add_speedup(pd.concat([cells[cells["strategy"] == strategy], singles])))
+    for strategy in sorted(set(cells[col.strategy]) - {SINGLE_DEVICE}):
+        parts.append(add_speedup(pd.concat([cells[cells[col.strategy] == strategy], singles])))
     merged = pd.concat(parts).drop_duplicates(subset=CELL_FIELDS)
     return merged.sort_values(CELL_FIELDS, kind="stable").reset_index(drop=True)
 
 
 def _published_rows(path: str) -> pd.DataFrame:
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return load_published(path).assign(data_raw=raw["data"], statistic_text=raw["statistic"])
+    return load_published(path).assign(data_raw=raw[col.data], statistic_text=raw[col.statistic])
 
 
 def import_published(path: str, extra: tuple[str, ...] = (LLM_PUBLISHED,)) -> list[Campaign]:
@@ -113,25 +115,26 @@ def import_published(path: str, extra: tuple[str, ...] = (LLM_PUBLISHED,)) -> li
     paths = [path, *(p for p in extra if os.path.exists(p) and not os.path.samefile(p, path))]
     refs = pd.concat([_published_rows(p) for p in paths], ignore_index=True)
     refs["variant"] = [_variant(r) for _, r in refs.iterrows()]
-    refs["statistic"] = refs["statistic_text"].map(lambda t: parse_statistic(t)["statistic"])
+    refs[col.statistic] = refs["statistic_text"].map(lambda t: parse_statistic(t)["statistic"])
     campaigns = []
     for (source, hardware), rows in refs.groupby(["source", "hardware"], sort=False):
         protocol = parse_statistic(rows["statistic_text"].iloc[0])
         manifest = {
             "schema": SCHEMA,
+            "tables_schema": TABLES_SCHEMA,
             "id": campaign_id(source, hardware),
             "kind": "published",
             "source": source,
             "date": re.search(r"(19|20)\d\d", source).group(0) if re.search(r"(19|20)\d\d", source) else "",
             "config_sha256": "",
             "protocol": protocol,
-            "image_size": "",
+            "image_size": "",  # not a column: the manifest's
             "software": {
                 "frameworks": {
-                    slug(f.split()[0]): v for f, v in zip(rows["framework"], rows["framework_version"], strict=True)
+                    slug(f.split()[0]): v for f, v in zip(rows[col.framework], rows[col.framework_version], strict=True)
                 }
             },
-            "hardware": {"device": "cuda", "gpu": hardware, "gpu_driver": "", "cpu_model": "", "nodes": []},
+            "hardware": {"device": "cuda", "gpu": hardware, "gpu_driver": "", "cpu_model": "", col.nodes: []},
         }
         campaigns.append(Campaign(manifest, _cells(rows.reset_index(drop=True))))
     return campaigns

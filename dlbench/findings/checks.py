@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.drift import drift_table
 from dlbench.analysis.placement import placement_table
 from dlbench.findings.vocabulary import MAX_LISTED, Finding, Number, cell_key, count
@@ -18,20 +19,22 @@ def _listed(names: list[str]) -> str:
 
 
 def run_name(run) -> str:
-    return f"{labels.framework_of(run)} {labels.model_title(run['model'])} at {run['scale']}, repeat {run['repeat']}"
+    return (
+        f"{labels.framework_of(run)} {labels.model_title(run[col.model])} at {run[col.scale]}, repeat {run[col.repeat]}"
+    )
 
 
 def stability_findings(runs: pd.DataFrame) -> list[Finding]:
-    if runs.empty or "stability" not in runs:
+    if runs.empty or col.stability not in runs:
         return []
-    judged = runs[runs["stability"].map(labels.text).isin(["steady", "trend", "bimodal"])]
-    flagged = judged[judged["stability"].isin(["trend", "bimodal"])]
+    judged = runs[runs[col.stability].map(labels.text).isin(["steady", "trend", "bimodal"])]
+    flagged = judged[judged[col.stability].isin(["trend", "bimodal"])]
     if judged.empty or flagged.empty:
         return []
-    names = [f"{run_name(r)} ({labels.STABILITY_TEXT[r['stability']]})" for _, r in flagged.iterrows()]
+    names = [f"{run_name(r)} ({labels.STABILITY_TEXT[r[col.stability]]})" for _, r in flagged.iterrows()]
     return [
         Finding(
-            "stability",
+            col.stability,
             None,
             (
                 count(len(flagged), [cell_key(r) for _, r in flagged.iterrows()]),
@@ -50,7 +53,7 @@ def drift_findings(runs: pd.DataFrame) -> list[Finding]:
         return []
     out = []
     for _, row in table[table["drift"] == "drift"].iterrows():
-        mine = runs[(runs["framework"] == row["framework"]) & (runs["status"] == "ok")]
+        mine = runs[(runs[col.framework] == row[col.framework]) & (runs[col.status] == "ok")]
         cells = tuple(dict.fromkeys(cell_key(r) for _, r in mine.iterrows()))
         text = f"{row['order_change']:+.1%} [95% CI {row['order_change_low']:+.1%} to {row['order_change_high']:+.1%}]"
         change = Number(float(row["order_change"]), text, "drift", cells)
@@ -75,7 +78,7 @@ def placement_findings(runs: pd.DataFrame) -> list[Finding]:
     if flagged.empty:
         return []
     names = [
-        f"{labels.framework_of(r)} {labels.model_title(r['model'])} at {r['scale']} "
+        f"{labels.framework_of(r)} {labels.model_title(r[col.model])} at {r[col.scale]} "
         f"({labels.PLACEMENT_TEXT[r['placement']]}: "
         f"{r['node_sets']})"
         for _, r in flagged.iterrows()

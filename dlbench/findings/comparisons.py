@@ -14,6 +14,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import stats
+from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, CellKey
 from dlbench.findings.vocabulary import (
     Finding,
@@ -29,19 +30,19 @@ from dlbench.labels import devices, model_title, unit
 
 # Variants compared against a baseline value of the same coordinate, with the sentence's wording.
 VARIANTS = {
-    "data": ("real", "synthetic", "With real data", "its synthetic-data throughput"),
-    "precision": ("amp", "fp32", "With mixed precision (amp)", "its fp32 throughput"),
+    col.data: ("real", "synthetic", "With real data", "its synthetic-data throughput"),
+    col.precision: ("amp", "fp32", "With mixed precision (amp)", "its fp32 throughput"),
 }
 
 
 def repeats_by_cell(runs: pd.DataFrame | None) -> dict[CellKey, np.ndarray]:
     """Each cell's repeat throughputs (runs that ended ok), from runs.csv."""
-    if runs is None or runs.empty or "throughput" not in runs:
+    if runs is None or runs.empty or col.throughput not in runs:
         return {}
-    ok = runs[(runs["status"] == "ok") & runs["throughput"].map(stats.finite)]
-    ok = ok.assign(batch=ok["batch"].astype(str))
+    ok = runs[(runs[col.status] == "ok") & runs[col.throughput].map(stats.finite)]
+    ok = ok.assign(batch=ok[col.batch].astype(str))
     return {
-        CellKey(*(str(v) for v in key)): group["throughput"].to_numpy(dtype=float)
+        CellKey(*(str(v) for v in key)): group[col.throughput].to_numpy(dtype=float)
         for key, group in ok.groupby(CELL_FIELDS, sort=False)
     }
 
@@ -58,10 +59,10 @@ class Comparer:
     def ratio(self, a, b, quantity: str = "ratio", scale: float = 1.0, spec: str = ".2f", suffix: str = "×"):
         """(Number for a ÷ b × scale with its CI, verdict, repeat counts). `scale`: 1/devices
         turns a speedup into a scaling efficiency."""
-        value = float(a["throughput"]) / float(b["throughput"]) * scale
+        value = float(a[col.throughput]) / float(b[col.throughput]) * scale
         low, high = (x * scale for x in stats.ratio_ci(self.statistic, self._values(b), self._values(a)))
         counts = (len(self._values(a)), len(self._values(b)))
-        noisy = any(stats.finite(r.get("cv")) and float(r["cv"]) > self.noisy_cv for r in (a, b))
+        noisy = any(stats.finite(r.get(col.cv)) and float(r[col.cv]) > self.noisy_cv for r in (a, b))
         verdict = stats.ratio_verdict((low / scale, high / scale), counts, noisy)
         text = f"{value:{spec}}{suffix}{labels.interval(low, high, spec)}"
         return Number(value, text, quantity, (cell_key(a), cell_key(b)), low, high), verdict, counts
@@ -77,20 +78,23 @@ def ranking(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
     each step with its ratio, interval and whether the data tell the two apart."""
     out = []
     for model, key, rows, several in groups(with_numbers(cells)):
-        for scale in labels.sorted_scales(rows["scale"].unique()):
-            at = rows[rows["scale"] == scale].sort_values(["throughput", "framework"], ascending=[False, True])
-            if at["framework"].nunique() < 2:
+        for scale in labels.sorted_scales(rows[col.scale].unique()):
+            at = rows[rows[col.scale] == scale].sort_values([col.throughput, col.framework], ascending=[False, True])
+            if at[col.framework].nunique() < 2:
                 continue
             names = series_labels(at)
             ranked = [r for _, r in at.iterrows()]
-            first = names[(ranked[0]["framework"], ranked[0]["strategy"])]
+            first = names[(ranked[0][col.framework], ranked[0][col.strategy])]
             parts: list[str | Number] = [
                 f"At {scale}, {context(model, key, several)} throughput by framework: {first} ",
                 throughput(ranked[0]),
                 f" {unit(model)}",
             ]
             for upper, lower in zip(ranked, ranked[1:], strict=False):
-                up, low = names[(upper["framework"], upper["strategy"])], names[(lower["framework"], lower["strategy"])]
+                up, low = (
+                    names[(upper[col.framework], upper[col.strategy])],
+                    names[(lower[col.framework], lower[col.strategy])],
+                )
                 number, verdict, counts = compare.ratio(upper, lower)
                 parts += [f"; then {low} ", throughput(lower), f", {up} faster by ", number]
                 parts.append(_qualified(verdict, counts, f"{up} and {low}"))
@@ -100,33 +104,47 @@ def ranking(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
 
 def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
     same = cells
-    for f in ("framework", "model", "precision", "data", "batch"):
+    for f in (col.framework, col.model, col.precision, col.data, col.batch):
         same = same[same[f].astype(str) == str(row[f])]
-    single = same[same["scale"].map(devices) == 1]
+    single = same[same[col.scale].map(devices) == 1]
     return single.iloc[0] if not single.empty else None
 
 
 def _one_scale(name: str, row, base, compare: Comparer) -> list[str | Number]:
-    speedup, verdict, counts = compare.ratio(row, base, "speedup")
-    eff, _, _ = compare.ratio(row, base, "efficiency", 1 / devices(row["scale"]), suffix="")
-    parts = [f"{name} speedup at {row['scale']} is ", speedup, " over one device (scaling efficiency ", eff, ")"]
+    speedup, verdict, counts = compare.ratio(row, base, col.speedup)
+    eff, _, _ = compare.ratio(row, base, col.efficiency, 1 / devices(row[col.scale]), suffix="")
+    parts = [f"{name} speedup at {row[col.scale]} is ", speedup, " over one device (scaling efficiency ", eff, ")"]
     if verdict == "lower":
         return [*parts, ": it is slower than on one device"]
-    return [*parts, _qualified(verdict, counts, f"{row['scale']} and one device")]
+    return [*parts, _qualified(verdict, counts, f"{row[col.scale]} and one device")]
 
 
 def _two_scales(name: str, first, last, base, compare: Comparer) -> list[str | Number]:
-    a, _, _ = compare.ratio(first, base, "efficiency", 1 / devices(first["scale"]), suffix="")
-    b, _, _ = compare.ratio(last, base, "efficiency", 1 / devices(last["scale"]), suffix="")
-    speedup, _, _ = compare.ratio(last, base, "speedup")
+    a, _, _ = compare.ratio(first, base, col.efficiency, 1 / devices(first[col.scale]), suffix="")
+    b, _, _ = compare.ratio(last, base, col.efficiency, 1 / devices(last[col.scale]), suffix="")
+    speedup, _, _ = compare.ratio(last, base, col.speedup)
     # The efficiencies' ratio: last ÷ first throughput, scaled by the device counts.
-    _, verdict, counts = compare.ratio(last, first, scale=devices(first["scale"]) / devices(last["scale"]))
-    tail = [f"; speedup at {last['scale']}: ", speedup]
+    _, verdict, counts = compare.ratio(last, first, scale=devices(first[col.scale]) / devices(last[col.scale]))
+    tail = [f"; speedup at {last[col.scale]}: ", speedup]
     if verdict in ("higher", "lower"):
         trend = "falls from" if verdict == "lower" else "rises from"
-        return [f"{name} scaling efficiency {trend} ", a, f" ({first['scale']}) to ", b, f" ({last['scale']})", *tail]
-    why = labels.uncertain(verdict, counts, f"the efficiencies at {first['scale']} and {last['scale']}")
-    return [f"{name} scaling efficiency is ", a, f" at {first['scale']} and ", b, f" at {last['scale']}: {why}", *tail]
+        return [
+            f"{name} scaling efficiency {trend} ",
+            a,
+            f" ({first[col.scale]}) to ",
+            b,
+            f" ({last[col.scale]})",
+            *tail,
+        ]
+    why = labels.uncertain(verdict, counts, f"the efficiencies at {first[col.scale]} and {last[col.scale]}")
+    return [
+        f"{name} scaling efficiency is ",
+        a,
+        f" at {first[col.scale]} and ",
+        b,
+        f" at {last[col.scale]}: {why}",
+        *tail,
+    ]
 
 
 def scaling(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
@@ -135,13 +153,13 @@ def scaling(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
     out = []
     measured = with_numbers(cells)
     for model, key, rows, several in groups(measured):
-        multi = rows[(rows["scale"].map(devices) > 1) & rows["efficiency"].map(stats.finite)]
+        multi = rows[(rows[col.scale].map(devices) > 1) & rows[col.efficiency].map(stats.finite)]
         names = series_labels(multi) if not multi.empty else {}
-        for (fw, strategy), series in multi.groupby(["framework", "strategy"], sort=True):
+        for (fw, strategy), series in multi.groupby([col.framework, col.strategy], sort=True):
             base = _baseline(measured, series.iloc[0])
             if base is None:
                 continue
-            series = series.assign(d=series["scale"].map(devices)).sort_values(["d", "scale"])
+            series = series.assign(d=series[col.scale].map(devices)).sort_values(["d", col.scale])
             name = f"{names[(fw, strategy)]}'s {context(model, key, several)}"
             first, last = series.iloc[0], series.iloc[-1]
             if len(series) == 1:
@@ -158,31 +176,31 @@ def variants(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
     out = []
     measured = with_numbers(cells)
     for column, (variant, baseline, opening, of_what) in VARIANTS.items():
-        others = [f for f in CELL_FIELDS if f not in (column, "scale")]
+        others = [f for f in CELL_FIELDS if f not in (column, col.scale)]
         base_rows = measured[measured[column] == baseline]
         for _, row in measured[measured[column] == variant].iterrows():
             twin = base_rows
-            for f in [*others, "scale"]:
+            for f in [*others, col.scale]:
                 twin = twin[twin[f] == row[f]]
             if twin.empty or not _at_ends(measured, row, column, variant, baseline, others):
                 continue
             base = twin.iloc[0]
             number, verdict, counts = compare.ratio(row, base)
-            what = f"{variant} and {baseline}" if column == "precision" else f"{variant} and {baseline} data"
+            what = f"{variant} and {baseline}" if column == col.precision else f"{variant} and {baseline} data"
             out.append(
                 Finding(
                     "variant",
-                    row["model"],
+                    row[col.model],
                     (
-                        f"{opening}, {labels.framework_of(row)}'s {model_title(row['model'])} throughput "
-                        f"at {row['scale']} "
-                        f"(batch {row['batch']}/device) is ",
+                        f"{opening}, {labels.framework_of(row)}'s {model_title(row[col.model])} throughput "
+                        f"at {row[col.scale]} "
+                        f"(batch {row[col.batch]}/device) is ",
                         number,
                         f" {of_what} (",
                         throughput(row),
                         " vs ",
                         throughput(base),
-                        f" {unit(row['model'])}){_qualified(verdict, counts, what)}.",
+                        f" {unit(row[col.model])}){_qualified(verdict, counts, what)}.",
                     ),
                 )
             )
@@ -194,13 +212,13 @@ def _at_ends(measured, row, column, variant, baseline, others) -> bool:
     both = measured
     for f in others:
         both = both[both[f] == row[f]]
-    scales = set(both[both[column] == variant]["scale"]) & set(both[both[column] == baseline]["scale"])
+    scales = set(both[both[column] == variant][col.scale]) & set(both[both[column] == baseline][col.scale])
     ordered = sorted(scales, key=lambda s: (devices(s), s))
-    return row["scale"] in (ordered[0], ordered[-1]) if ordered else False
+    return row[col.scale] in (ordered[0], ordered[-1]) if ordered else False
 
 
 def comparing(cells: pd.DataFrame, runs: pd.DataFrame | None, noisy_cv: float) -> list[Finding]:
     """Every comparing finding: rankings, scaling, variants."""
-    statistic = str(cells["statistic"].dropna().iloc[0]) if cells["statistic"].notna().any() else "mean"
+    statistic = str(cells[col.statistic].dropna().iloc[0]) if cells[col.statistic].notna().any() else col.mean
     compare = Comparer(repeats_by_cell(runs), statistic, noisy_cv)
     return [*ranking(cells, compare), *scaling(cells, compare), *variants(cells, compare)]

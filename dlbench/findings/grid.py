@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.findings.comparisons import comparing
 from dlbench.findings.vocabulary import MAX_LISTED, Finding, Number, cell_key, count, join, verb
@@ -19,12 +20,12 @@ from dlbench.labels import model_title, unit
 
 def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
     """How many cells with at least two numbers have a CV across repeats above the threshold."""
-    if cells.empty or "cv" not in cells:
+    if cells.empty or col.cv not in cells:
         return []
-    checked = cells[cells["cv"].map(finite) & (cells["n"].fillna(0) >= 2)]
+    checked = cells[cells[col.cv].map(finite) & (cells[col.n].fillna(0) >= 2)]
     if checked.empty:
         return []
-    noisy = checked[checked["cv"] > threshold].sort_values("cv", ascending=False)
+    noisy = checked[checked[col.cv] > threshold].sort_values(col.cv, ascending=False)
     everyone = [cell_key(r) for _, r in checked.iterrows()]
     if noisy.empty:
         return [
@@ -39,7 +40,7 @@ def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
             )
         ]
     worst = noisy.iloc[0]
-    cv = Number(float(worst["cv"]), f"{worst['cv']:.2f}", "cv", (cell_key(worst),))
+    cv = Number(float(worst[col.cv]), f"{worst[col.cv]:.2f}", col.cv, (cell_key(worst),))
     return [
         Finding(
             "noise",
@@ -51,7 +52,7 @@ def noise(cells: pd.DataFrame, threshold: float) -> list[Finding]:
                 f" cells with two or more repeats {verb(len(noisy), 'has', 'have')} a coefficient of variation "
                 f"above {threshold:g} (their numbers are uncertain); the largest is ",
                 cv,
-                f" ({labels.framework_of(worst)} {model_title(worst['model'])} at {worst['scale']}).",
+                f" ({labels.framework_of(worst)} {model_title(worst[col.model])} at {worst[col.scale]}).",
             ),
         )
     ]
@@ -62,17 +63,17 @@ def status(cells: pd.DataFrame) -> list[Finding]:
     if cells.empty:
         return []
     out = []
-    missing = cells[~cells["throughput"].map(finite)]
+    missing = cells[~cells[col.throughput].map(finite)]
     if not missing.empty:
         listed = [
-            f"{labels.framework_of(r)} {model_title(r['model'])} at {r['scale']} "
-            f"({labels.status_label(str(r['status']))})"
+            f"{labels.framework_of(r)} {model_title(r[col.model])} at {r[col.scale]} "
+            f"({labels.status_label(str(r[col.status]))})"
             for _, r in missing.head(MAX_LISTED).iterrows()
         ]
         more = f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
         out.append(
             Finding(
-                "status",
+                col.status,
                 None,
                 (
                     count(len(missing), [cell_key(r) for _, r in missing.iterrows()]),
@@ -82,11 +83,11 @@ def status(cells: pd.DataFrame) -> list[Finding]:
                 ),
             )
         )
-    partial = cells[cells["status"] == "partial"]
+    partial = cells[cells[col.status] == "partial"]
     if not partial.empty:
         out.append(
             Finding(
-                "status",
+                col.status,
                 None,
                 (
                     count(len(partial), [cell_key(r) for _, r in partial.iterrows()]),
@@ -108,7 +109,7 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
     if references is None or references.empty:
         return []
     out = []
-    refs = references[references["ratio"].map(finite)].assign(batch=lambda r: r["batch"].astype(str))
+    refs = references[references["ratio"].map(finite)].assign(batch=lambda r: r[col.batch].astype(str))
     for kind, rows in refs.groupby("kind", sort=True):
         tally = []
         for verdict in ("within", "slower", "faster"):
@@ -121,10 +122,10 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
         parts: list[str | Number] = [
             f"Of the {len(rows)} comparisons with {what}, tolerance ±{tolerance:.0%}: ",
             *join(tally),
-            f". Furthest: {labels.framework_of(far)} {model_title(far['model'])} at {far['scale']} "
-            f"(batch {far['batch']}/device), ",
-            Number(float(far["measured"]), f"{far['measured']:.1f}", "throughput", (cell_key(far),)),
-            f" {unit(far['model'])}, is ",
+            f". Furthest: {labels.framework_of(far)} {model_title(far[col.model])} at {far[col.scale]} "
+            f"(batch {far[col.batch]}/device), ",
+            Number(float(far["measured"]), f"{far['measured']:.1f}", col.throughput, (cell_key(far),)),
+            f" {unit(far[col.model])}, is ",
             Number(float(far["ratio"]), f"{far['ratio']:.2f}×", "reference_ratio", (cell_key(far),)),
             f" the reference {far['reference']:.1f}"
             + (f" ({far['source']}, {hardware})" if kind == "published" and hardware else "")
@@ -140,5 +141,5 @@ def findings(cells: pd.DataFrame, noisy_cv: float = 0.1, runs: pd.DataFrame | No
     without it every comparison says it is uncertain)."""
     if cells.empty:
         return []
-    cells = cells.assign(batch=cells["batch"].astype(str))
+    cells = cells.assign(batch=cells[col.batch].astype(str))
     return [*status(cells), *noise(cells, noisy_cv), *comparing(cells, runs, noisy_cv)]

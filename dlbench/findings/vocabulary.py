@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.coords import CELL_FIELDS, CellKey
 from dlbench.labels import model_title
 
-GROUP = ["model", "batch", "precision", "data"]  # one throughput table / figure panel
+GROUP = [col.model, col.batch, col.precision, col.data]  # one throughput table / figure panel
 MAX_LISTED = 5  # cells named in one sentence before "and N more"
 
 
@@ -66,7 +67,7 @@ def cell_key(row: pd.Series | dict) -> CellKey:
 
 
 def throughput(row, cells: tuple[CellKey, ...] | None = None) -> Number:
-    return Number(float(row["throughput"]), f"{row['throughput']:.1f}", "throughput", cells or (cell_key(row),))
+    return Number(float(row[col.throughput]), f"{row[col.throughput]:.1f}", col.throughput, cells or (cell_key(row),))
 
 
 def count(n: int, cells: list[CellKey]) -> Number:
@@ -81,7 +82,7 @@ def with_numbers(cells: pd.DataFrame) -> pd.DataFrame:
     """Cells with a finite throughput (ok, or partial: some repeats produced a number)."""
     if cells.empty:
         return cells
-    return cells[cells["throughput"].map(finite)]
+    return cells[cells[col.throughput].map(finite)]
 
 
 def context(model: str, key: tuple, several_groups: bool) -> str:
@@ -94,10 +95,10 @@ def context(model: str, key: tuple, several_groups: bool) -> str:
 
 def series_labels(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
     """`PyTorch`, or `PyTorch (ddp)` where a framework has several strategies here."""
-    per_fw = rows.groupby("framework")["strategy"].nunique()
+    per_fw = rows.groupby(col.framework)[col.strategy].nunique()
     return {
         (fw, st): labels.framework_label(fw) if per_fw[fw] == 1 else labels.series_label(fw, st)
-        for fw, st in zip(rows["framework"], rows["strategy"], strict=True)
+        for fw, st in zip(rows[col.framework], rows[col.strategy], strict=True)
     }
 
 
@@ -112,7 +113,7 @@ def join(items: list[list[str | Number]]) -> list[str | Number]:
 
 def groups(cells: pd.DataFrame):
     """(model, group key, rows, several groups for this model) in table order."""
-    per_model = cells.groupby("model")[GROUP[1:]].apply(lambda g: len(g.drop_duplicates()))
+    per_model = cells.groupby(col.model)[GROUP[1:]].apply(lambda g: len(g.drop_duplicates()))
     for key, rows in cells.groupby(GROUP, sort=True):
         yield key[0], key, rows, per_model[key[0]] > 1
 

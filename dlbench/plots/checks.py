@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.stability import parse_step_times
 from dlbench.findings.checks import run_name
 from dlbench.plots.figures import _figure_legend, _grid, colour, plt
@@ -17,14 +18,14 @@ def step_histograms(flagged: pd.DataFrame, path) -> None:
     shown = flagged
     fig, axes = _grid(max(1, len(shown)), width=4.2, height=2.8, cols=3)
     for ax, (_, run) in zip(axes, shown.iterrows(), strict=False):
-        times = parse_step_times(run["step_times_s"]) * 1e3
-        ax.hist(times, bins=min(30, max(5, times.size // 3)), color=colour(run["framework"]))
+        times = parse_step_times(run[col.step_times_s]) * 1e3
+        ax.hist(times, bins=min(30, max(5, times.size // 3)), color=colour(run[col.framework]))
         for value, style, name in (
-            (run["step_first_third_s"], "--", "first third"),
-            (run["step_last_third_s"], ":", "last third"),
+            (run[col.step_first_third_s], "--", "first third"),
+            (run[col.step_last_third_s], ":", "last third"),
         ):
             ax.axvline(value * 1e3, color="black", linestyle=style, label=f"median, {name}")
-        ax.set_title(f"{run_name(run)}:\n{labels.STABILITY_TEXT[run['stability']]}", fontsize=8)
+        ax.set_title(f"{run_name(run)}:\n{labels.STABILITY_TEXT[run[col.stability]]}", fontsize=8)
         ax.set_xlabel("step time (ms)")
         ax.set_ylabel("steps")
     _figure_legend(fig, list(axes)[:1])
@@ -35,7 +36,7 @@ def step_histograms(flagged: pd.DataFrame, path) -> None:
 def drift_figure(ordered: pd.DataFrame, path) -> None:
     """Throughput ÷ its cell's median against run order, one colour per framework."""
     fig, (ax,) = _grid(1, width=7.0, height=3.2)
-    for framework, group in ordered.groupby("framework", sort=True):
+    for framework, group in ordered.groupby(col.framework, sort=True):
         ax.plot(
             group["order"],
             group["relative"],

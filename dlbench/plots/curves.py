@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.coords import Scale
 from dlbench.plots.figures import _faceted, _panel_title, colour, facets
 
@@ -19,10 +20,10 @@ def loss_figure(curves: pd.DataFrame, path) -> None:
 
 
 def _loss_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
-    scales = sorted(panel["scale"].unique(), key=lambda s: Scale.parse(s).devices)
-    for (framework, strategy, scale), run_steps in panel.groupby(["framework", "strategy", "scale"], sort=True):
+    scales = sorted(panel[col.scale].unique(), key=lambda s: Scale.parse(s).devices)
+    for (framework, strategy, scale), run_steps in panel.groupby([col.framework, col.strategy, col.scale], sort=True):
         by_step = run_steps.groupby("step").agg(
-            seen=("samples_seen", "median"), loss=("loss", "median"), low=("loss", "min"), high=("loss", "max")
+            seen=("samples_seen", col.median), loss=("loss", col.median), low=("loss", "min"), high=("loss", "max")
         )
         style = DASHES[scales.index(scale) % len(DASHES)]
         name = f"{labels.framework_label(framework)} ({strategy}) {scale}"

@@ -20,6 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from dlbench import labels  # noqa: E402
 from dlbench.analysis.aggregate import real_data_pairs  # noqa: E402
+from dlbench.analysis.columns import col
 from dlbench.coords import SINGLE_DEVICE  # noqa: E402
 from dlbench.runners import capabilities, framework_names  # noqa: E402
 
@@ -41,7 +42,7 @@ def colour(framework: str) -> str:
 # in one figure (the caller splits by model, docs/report.md: how the report scales).
 MAX_PANELS = 24
 PANEL_WIDTH, PANEL_HEIGHT = 4.4, 3.0
-FACET_ROWS, FACET_COLUMNS = ["model", "batch"], ["data", "precision"]
+FACET_ROWS, FACET_COLUMNS = [col.model, col.batch], [col.data, col.precision]
 
 
 def _grid(n: int, width: float = 5.0, height: float = 3.6, cols: int = 2):
@@ -155,8 +156,8 @@ def _faceted(panels: list, draw_panel, path, nothing: str) -> None:
 def _series(panel: pd.DataFrame) -> list[tuple[str, str]]:
     """(framework, strategy) per bar group: a framework's multi-device strategies, else `single`."""
     series = []
-    for fw in sorted(panel["framework"].unique()):
-        strategies = sorted(panel[panel["framework"] == fw]["strategy"].unique(), key=lambda s: s != SINGLE_DEVICE)
+    for fw in sorted(panel[col.framework].unique()):
+        strategies = sorted(panel[panel[col.framework] == fw][col.strategy].unique(), key=lambda s: s != SINGLE_DEVICE)
         multi = [s for s in strategies if s != SINGLE_DEVICE] or [SINGLE_DEVICE]
         series.extend((fw, s) for s in multi)
     return series
@@ -164,10 +165,10 @@ def _series(panel: pd.DataFrame) -> list[tuple[str, str]]:
 
 def _error_bar(cell) -> list[list[float]] | float | None:
     """The cell's 95% CI as an asymmetric error bar; its std where no CI was computed."""
-    low, high, value = cell.get("ci95_low"), cell.get("ci95_high"), cell["throughput"]
+    low, high, value = cell.get(col.ci95_low), cell.get(col.ci95_high), cell[col.throughput]
     if low == low and high == high and low is not None and high is not None:
         return [[max(0.0, value - low)], [max(0.0, high - value)]]
-    std = cell.get("std")
+    std = cell.get(col.std)
     return std if std == std else None
 
 
@@ -177,21 +178,21 @@ def _scale_ticks(ax, scales: list[str]) -> None:
 
 
 def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
-    scales = labels.sorted_scales(panel["scale"].unique())
+    scales = labels.sorted_scales(panel[col.scale].unique())
     series = _series(panel)
     width = 0.8 / max(1, len(series))
-    top = panel["throughput"].max()
+    top = panel[col.throughput].max()
     top = top if top == top and top > 0 else 1.0
-    by_coords = {(c["framework"], c["scale"], c["strategy"]): c for _, c in panel.iterrows()}
+    by_coords = {(c[col.framework], c[col.scale], c[col.strategy]): c for _, c in panel.iterrows()}
     drawn = set()  # a framework's 1-device cell once, not once per multi-device strategy
     for i, (fw, strategy) in enumerate(series):
         for j, scale in enumerate(scales):
             cell = by_coords.get((fw, scale, strategy), by_coords.get((fw, scale, SINGLE_DEVICE)))
-            if cell is None or (fw, scale, cell["strategy"]) in drawn:
+            if cell is None or (fw, scale, cell[col.strategy]) in drawn:
                 continue
-            drawn.add((fw, scale, cell["strategy"]))
+            drawn.add((fw, scale, cell[col.strategy]))
             x = j - 0.4 + width * (i + 0.5)
-            value = cell["throughput"]
+            value = cell[col.throughput]
             if value == value and value > 0:
                 ax.bar(
                     x,
@@ -201,11 +202,11 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = Tr
                     yerr=_error_bar(cell),
                     capsize=2,
                     label=labels.framework_label(fw),  # a colour per framework; strategies: the tables
-                    hatch="//" if bool(cell.get("noisy", False)) else None,
+                    hatch="//" if bool(cell.get(col.noisy, False)) else None,
                     edgecolor="white",
                 )
-            if cell["status"] != "ok":
-                text = labels.status_label(cell["status"])
+            if cell[col.status] != "ok":
+                text = labels.status_label(cell[col.status])
                 ax.text(x, top * 0.04, text, rotation=90, ha="center", va="bottom", fontsize=7, color="black")
     _scale_ticks(ax, scales)
     ax.set_xlim(-0.5, len(scales) - 0.5)  # status labels of the outer bars stay inside
@@ -218,7 +219,7 @@ def scaled_facets(cells: pd.DataFrame) -> tuple[list[tuple[tuple, pd.DataFrame]]
     """(panels with a multi-device speedup, keys of the panels measured at one scale only)."""
     drawn, single = [], []
     for key, panel in facets(cells):
-        multi = panel[(panel["devices"] > 1) & panel["speedup"].map(lambda v: v == v and v is not None)]
+        multi = panel[(panel[col.devices] > 1) & panel[col.speedup].map(lambda v: v == v and v is not None)]
         (drawn.append((key, panel)) if not multi.empty else single.append(key))
     return drawn, single
 
@@ -230,22 +231,24 @@ def speedup_figure(cells: pd.DataFrame, path) -> None:
 
 
 def _speedup_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
-    devices_max = int(panel["devices"].max())
+    devices_max = int(panel[col.devices].max())
     ax.plot([1, devices_max], [1, devices_max], "k--", lw=1, label="ideal (linear)")
     lines = [
         (k, s)
-        for k, s in panel.groupby(["framework", "strategy"])
-        if k[1] != SINGLE_DEVICE and s["speedup"].map(lambda v: v == v and v is not None).any()
+        for k, s in panel.groupby([col.framework, col.strategy])
+        if k[1] != SINGLE_DEVICE and s[col.speedup].map(lambda v: v == v and v is not None).any()
     ]
     for (fw, strategy), series in lines:
-        single = panel[(panel["framework"] == fw) & (panel["devices"] == 1)]
-        points = pd.concat([single, series]).sort_values("devices")
-        ax.plot(points["devices"], points["speedup"], "o-", color=colour(fw), label=labels.legend_label(fw, strategy))
+        single = panel[(panel[col.framework] == fw) & (panel[col.devices] == 1)]
+        points = pd.concat([single, series]).sort_values(col.devices)
+        ax.plot(
+            points[col.devices], points[col.speedup], "o-", color=colour(fw), label=labels.legend_label(fw, strategy)
+        )
         # Efficiency beside each point while there are few lines; with more, the tables hold it.
-        for _, cell in series[series["efficiency"].notna()].iterrows() if len(lines) <= 2 else ():
+        for _, cell in series[series[col.efficiency].notna()].iterrows() if len(lines) <= 2 else ():
             ax.annotate(
-                f"eff. {cell['efficiency']:.2f}",
-                (cell["devices"], cell["speedup"]),
+                f"eff. {cell[col.efficiency]:.2f}",
+                (cell[col.devices], cell[col.speedup]),
                 textcoords="offset points",
                 xytext=(7, -3),
                 ha="left",
@@ -253,13 +256,13 @@ def _speedup_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True)
                 fontsize=8,
                 color=colour(fw),
             )
-        for _, cell in series[series["status"] != "ok"].iterrows() if len(lines) <= 2 else ():
-            ax.annotate(labels.status_label(cell["status"]), (cell["devices"], 1), fontsize=7)
-    ticks = sorted(set(int(d) for d in panel["devices"]))
+        for _, cell in series[series[col.status] != "ok"].iterrows() if len(lines) <= 2 else ():
+            ax.annotate(labels.status_label(cell[col.status]), (cell[col.devices], 1), fontsize=7)
+    ticks = sorted(set(int(d) for d in panel[col.devices]))
     ax.set_xticks(ticks)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.margins(x=0.08)
-    ax.set_xlabel("devices")
+    ax.set_xlabel(col.devices)
     ax.set_ylabel("speedup over 1 device")
     ax.set_title(_panel_title(key, with_model), fontsize=9)
     ax.grid(alpha=0.3)
@@ -270,24 +273,26 @@ def data_figure(cells: pd.DataFrame, path) -> None:
     strategy, a panel per model, batch and precision; while bars are few, each is labelled with
     its ratio and the share of step time spent waiting for data."""
     pairs = real_data_pairs(cells)
-    groups = list(pairs.groupby(["model", "batch", "precision"], sort=True))[:MAX_PANELS]
+    groups = list(pairs.groupby([col.model, col.batch, col.precision], sort=True))[:MAX_PANELS]
     if not groups:
         _message_figure(path, "no real-data cell with a synthetic twin in this grid")
         return
     fig, axes = _grid(len(groups), PANEL_WIDTH, PANEL_HEIGHT, cols=min(len(groups), 2))
     for ax, ((model, batch, precision), group) in zip(axes, groups, strict=False):
-        scales = labels.sorted_scales(group["scale"].unique())
-        series = list(dict.fromkeys(zip(group["framework"], group["strategy"], strict=True)))
+        scales = labels.sorted_scales(group[col.scale].unique())
+        series = list(dict.fromkeys(zip(group[col.framework], group[col.strategy], strict=True)))
         names = list(dict.fromkeys(labels.framework_label(fw) for fw, _ in series))
         width = 0.8 / max(1, len(names))
         annotate = len(group) <= 8
         for _, real in group.iterrows():
-            i, j = names.index(labels.framework_label(real["framework"])), scales.index(real["scale"])
+            i, j = names.index(labels.framework_label(real[col.framework])), scales.index(real[col.scale])
             x = j - 0.4 + width * (i + 0.5)
-            ratio = real["real_vs_synthetic"]
-            ax.bar(x, ratio, width, color=colour(real["framework"]), label=labels.framework_label(real["framework"]))
+            ratio = real[col.real_vs_synthetic]
+            ax.bar(
+                x, ratio, width, color=colour(real[col.framework]), label=labels.framework_label(real[col.framework])
+            )
             if annotate:
-                wait = real.get("data_wait_fraction")
+                wait = real.get(col.data_wait_fraction)
                 note = f"×{ratio:.2f}" + (f"\nwait {wait:.0%}" if wait == wait and wait is not None else "")
                 ax.annotate(note, (x, ratio), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
         ax.axhline(1.0, color="black", ls="--", lw=1)
@@ -304,7 +309,8 @@ def data_figure(cells: pd.DataFrame, path) -> None:
 def reference_figure(refs: pd.DataFrame, tolerance: float, path) -> None:
     """measured ÷ reference per comparison (references.csv), with 1 (equal) and the tolerance band."""
     names = [
-        f"{labels.framework_label(r['framework'])} {labels.model_title(r['model'])} bs{r['batch']} {r['scale']} vs "
+        f"{labels.framework_label(r[col.framework])} {labels.model_title(r[col.model])} "
+        f"bs{r[col.batch]} {r[col.scale]} vs "
         f"{labels.text(r.get('reference_framework')) or r['kind']} ({labels.text(r.get('hardware'))[:28] or r['kind']})"
         for _, r in refs.iterrows()
     ]
@@ -313,7 +319,7 @@ def reference_figure(refs: pd.DataFrame, tolerance: float, path) -> None:
     y = list(range(len(refs)))[::-1]
     ax.axvspan(1 - tolerance, 1 + tolerance, color="#dddddd", alpha=0.6, lw=0, label=f"within ±{tolerance:.0%}")
     ax.axvline(1.0, color="black", ls="--", lw=1, label="equal to the reference")
-    ax.scatter(refs["ratio"], y, c=[colour(fw) for fw in refs["framework"]], zorder=3)
+    ax.scatter(refs["ratio"], y, c=[colour(fw) for fw in refs[col.framework]], zorder=3)
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
     ax.set_xscale("log")

@@ -7,29 +7,30 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.plots.figures import _faceted, _panel_title, _scale_ticks, colour, facets
 
 STRATEGY_HATCHES = ["", "//", "..", "xx", "\\\\"]
 
 
 def has_memory(cells: pd.DataFrame) -> bool:
-    return "peak_memory_gib" in cells and cells["peak_memory_gib"].notna().any()
+    return col.peak_memory_gib in cells and cells[col.peak_memory_gib].notna().any()
 
 
 def memory_figure(cells: pd.DataFrame, path) -> None:
-    _faceted(facets(cells[cells["peak_memory_gib"].notna()]), _memory_panel, path, "no run recorded its memory")
+    _faceted(facets(cells[cells[col.peak_memory_gib].notna()]), _memory_panel, path, "no run recorded its memory")
 
 
 def _memory_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
-    scales = labels.sorted_scales(panel["scale"].unique())
-    series = sorted(panel.groupby(["framework", "strategy"]).groups)
+    scales = labels.sorted_scales(panel[col.scale].unique())
+    series = sorted(panel.groupby([col.framework, col.strategy]).groups)
     width = 0.8 / max(1, len(series))
     strategies = sorted({s for _, s in series})
     for i, (framework, strategy) in enumerate(series):
-        mine = panel[(panel["framework"] == framework) & (panel["strategy"] == strategy)]
+        mine = panel[(panel[col.framework] == framework) & (panel[col.strategy] == strategy)]
         for _, cell in mine.iterrows():
-            x = scales.index(cell["scale"]) - 0.4 + width * (i + 0.5)
-            ax.bar(x, cell["peak_memory_gib"], width, color=colour(framework), edgecolor="white",
+            x = scales.index(cell[col.scale]) - 0.4 + width * (i + 0.5)
+            ax.bar(x, cell[col.peak_memory_gib], width, color=colour(framework), edgecolor="white",
                    hatch=STRATEGY_HATCHES[strategies.index(strategy) % len(STRATEGY_HATCHES)],
                    label=f"{labels.framework_label(framework)} ({strategy})")  # fmt: skip
     _scale_ticks(ax, scales)

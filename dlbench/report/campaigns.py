@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.campaigns import Campaign, history, load
 from dlbench.campaigns import compare as cmp
@@ -39,11 +40,11 @@ def generated_text(environment: dict | None) -> str:
 
 def _figure_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """The scaling figure's panels: synthetic data at the most common batch (seed 000: 64)."""
-    synthetic = cells[cells["data"] == "synthetic"]
+    synthetic = cells[cells[col.data] == "synthetic"]
     chosen = synthetic if not synthetic.empty else cells
-    counts = chosen["batch"].value_counts()
+    counts = chosen[col.batch].value_counts()
     batch = max(counts.index, key=lambda b: (counts[b], int(b) if str(b).isdigit() else 0))
-    return chosen[chosen["batch"] == batch]
+    return chosen[chosen[col.batch] == batch]
 
 
 def _protocol_text(protocol: dict) -> str:
@@ -57,22 +58,22 @@ def _matches(published: Campaign, measured: Campaign, tolerance: float) -> dict:
     result = cmp.compare(published, measured, tolerance)
     rows = [
         {
-            "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])} {r['precision']} {r['data']}"
-            f" bs{r['batch']} {r['scale']} {r['strategy']}",
+            "cell": f"{labels.framework_of(r)} {labels.model_title(r[col.model])} {r[col.precision]} {r[col.data]}"
+            f" bs{r[col.batch]} {r[col.scale]} {r[col.strategy]}",
             "published": f"{r['reference']:.1f}",
             "measured": f"{r['candidate']:.1f}",
             "ratio": f"{r['ratio']:.2f}×"
-            + (f" [{r['ci95_low']:.2f}, {r['ci95_high']:.2f}]" if finite(r["ci95_low"]) else ""),
+            + (f" [{r[col.ci95_low]:.2f}, {r[col.ci95_high]:.2f}]" if finite(r[col.ci95_low]) else ""),
             "verdict": r["verdict"],
         }
         for _, r in result.cells.iterrows()
     ]
-    mine = [u for u in result.unmatched if "no reference cell" in u["reason"] or "has no number" in u["reason"]]
+    mine = [u for u in result.unmatched if "no reference cell" in u[col.reason] or "has no number" in u[col.reason]]
     return {
         "rows": rows,
         "unmatched": mine[:UNMATCHED_SHOWN],
         "unmatched_more": max(0, len(mine) - UNMATCHED_SHOWN),
-        "differences": [d for d in result.differences if d["field"].startswith(("protocol", "image_size"))],
+        "differences": [d for d in result.differences if d["field"].startswith(("protocol", col.image_size))],
     }
 
 
@@ -90,7 +91,7 @@ def _shown(campaign: Campaign, measured: Campaign | None, tolerance: float) -> d
         "protocol": _protocol_text(campaign.manifest["protocol"]),
         "tables": tables,
         "figure": figs.png_data_uri(figs.speedup_figure, _figure_cells(campaign.cells)),
-        "figure_setup": labels.setup(*_figure_cells(campaign.cells).iloc[0][["batch", "precision", "data"]]),
+        "figure_setup": labels.setup(*_figure_cells(campaign.cells).iloc[0][[col.batch, col.precision, col.data]]),
         "matches": _matches(campaign, measured, tolerance) if measured is not None else None,
     }
 

@@ -9,6 +9,7 @@ from markupsafe import Markup, escape
 
 from dlbench import labels
 from dlbench.analysis import sanity, tables
+from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE, CellKey
 from dlbench.findings import vocabulary as fnd
@@ -64,28 +65,28 @@ def throughput_tables(cells: pd.DataFrame) -> list[dict]:
     """
     out = []
     for (model, batch, precision, data), group in cells.groupby(fnd.GROUP, sort=True):
-        scales = labels.sorted_scales(group["scale"])
+        scales = labels.sorted_scales(group[col.scale])
         rows, notes, seen = [], [], set()
-        for fw in sorted(group["framework"].unique()):
-            mine = group[group["framework"] == fw]
-            strategies = sorted(s for s in mine["strategy"].unique() if s != SINGLE_DEVICE) or [SINGLE_DEVICE]
+        for fw in sorted(group[col.framework].unique()):
+            mine = group[group[col.framework] == fw]
+            strategies = sorted(s for s in mine[col.strategy].unique() if s != SINGLE_DEVICE) or [SINGLE_DEVICE]
             for strategy in strategies:
                 entries = []
                 for scale in scales:
                     wanted = SINGLE_DEVICE if labels.devices(scale) == 1 else strategy
-                    match = mine[(mine["scale"] == scale) & (mine["strategy"] == wanted)]
+                    match = mine[(mine[col.scale] == scale) & (mine[col.strategy] == wanted)]
                     entries.append(None if match.empty else _table_entry(match.iloc[0], seen, notes))
-                rows.append({"label": labels.series_label(fw, strategy), "framework": fw, "entries": entries})
+                rows.append({"label": labels.series_label(fw, strategy), col.framework: fw, "entries": entries})
         out.append(
             {
                 "key": (model, batch, precision, data),
                 "title": labels.group_title(model, batch, precision, data),
                 "unit": labels.unit(model),
-                "columns": [{"scale": s, "label": labels.caict(s), "devices": labels.devices(s)} for s in scales],
+                "columns": [{col.scale: s, "label": labels.caict(s), col.devices: labels.devices(s)} for s in scales],
                 "rows": rows,
                 "notes": notes,
                 "cells": len(group),
-                "numbers": int(group["throughput"].map(finite).sum()),
+                "numbers": int(group[col.throughput].map(finite).sum()),
             }
         )
     return out
@@ -96,64 +97,64 @@ def _note(key: CellKey, status: str, reason: str, notes: list) -> int:
     existing = next((n for n in notes if n["key"] == key), None)
     if existing is None:
         existing = {
-            "n": len(notes) + 1,
+            col.n: len(notes) + 1,
             "key": key,
             "label": labels.cell_label(key),
-            "status": labels.status_label(status),
-            "reason": reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else ""),
+            col.status: labels.status_label(status),
+            col.reason: reason[:REASON_CHARS] + ("…" if len(reason) > REASON_CHARS else ""),
             "full_reason": reason,
         }
         notes.append(existing)
-    return existing["n"]
+    return existing[col.n]
 
 
 def _hover(cell: pd.Series, key: CellKey, status: str, has_number: bool) -> str:
     hover = [labels.cell_label(key), f"status {status}"]
-    if labels.text(cell.get("sanity")):
-        hover.append(f"sanity {labels.sanity_label(cell['sanity'])}")
+    if labels.text(cell.get(col.sanity)):
+        hover.append(f"sanity {labels.sanity_label(cell[col.sanity])}")
     if has_number:
-        hover.append(f"{cell.get('statistic', '')} of {int(cell['n'])}/{int(cell['repeats'])} repeats")
-        if labels.text(cell.get("repeats_stop")):
-            hover.append(labels.text(cell.get("repeats_stop")))
-        if finite(cell.get("cv")):
-            hover.append(f"CV {cell['cv']:.2f}")
-        if finite(cell.get("tflops")):
-            hover.append(f"{cell['tflops']:.3g} TFLOP/s")
-        if finite(cell.get("mfu")):
-            hover.append(f"MFU {cell['mfu']:.1%} of {cell.get('peak_basis', '')}")
-        if cell.get("python_env") == "site":
+        hover.append(f"{cell.get(col.statistic, '')} of {int(cell[col.n])}/{int(cell[col.repeats])} repeats")
+        if labels.text(cell.get(col.repeats_stop)):
+            hover.append(labels.text(cell.get(col.repeats_stop)))
+        if finite(cell.get(col.cv)):
+            hover.append(f"CV {cell[col.cv]:.2f}")
+        if finite(cell.get(col.tflops)):
+            hover.append(f"{cell[col.tflops]:.3g} TFLOP/s")
+        if finite(cell.get(col.mfu)):
+            hover.append(f"MFU {cell[col.mfu]:.1%} of {cell.get(col.peak_basis, '')}")
+        if cell.get(col.python_env) == "site":
             hover.append(labels.SITE_ENV_TEXT)
-        if labels.text(cell.get("energy_note")):
-            hover.append(f"energy {cell['energy_note']}")
+        if labels.text(cell.get(col.energy_note)):
+            hover.append(f"energy {cell[col.energy_note]}")
     return " · ".join(hover)
 
 
 def _ci_text(cell: pd.Series, has_number: bool) -> str:
-    if has_number and finite(cell.get("ci95_low")) and finite(cell.get("ci95_high")) and int(cell["n"]) > 1:
-        return f"95% CI {cell['ci95_low']:.1f}–{cell['ci95_high']:.1f}"
+    if has_number and finite(cell.get(col.ci95_low)) and finite(cell.get(col.ci95_high)) and int(cell[col.n]) > 1:
+        return f"95% CI {cell[col.ci95_low]:.1f}–{cell[col.ci95_high]:.1f}"
     return ""
 
 
 def _tflops_text(cell: pd.Series, has_number: bool) -> str:
-    if not (has_number and finite(cell.get("tflops"))):
+    if not (has_number and finite(cell.get(col.tflops))):
         return ""
-    text = f"{cell['tflops']:.3g} TFLOP/s" + (f" · MFU {cell['mfu']:.0%}" if finite(cell.get("mfu")) else "")
-    if finite(cell.get("joules_per_sample")):
-        text += f" · {cell['joules_per_sample']:.3g} J/sample, {cell['avg_power_w']:.0f} W"
+    text = f"{cell[col.tflops]:.3g} TFLOP/s" + (f" · MFU {cell[col.mfu]:.0%}" if finite(cell.get(col.mfu)) else "")
+    if finite(cell.get(col.joules_per_sample)):
+        text += f" · {cell[col.joules_per_sample]:.3g} J/sample, {cell[col.avg_power_w]:.0f} W"
     return text
 
 
 def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
     key = fnd.cell_key(cell)
-    status = labels.text(cell["status"], "missing")
-    has_number = finite(cell.get("throughput"))
-    suspect = cell.get("sanity") == sanity.SUSPECT
-    classes = ["status-" + status] + (["noisy"] if bool(cell.get("noisy", False)) is True else [])
+    status = labels.text(cell[col.status], "missing")
+    has_number = finite(cell.get(col.throughput))
+    suspect = cell.get(col.sanity) == sanity.SUSPECT
+    classes = ["status-" + status] + ([col.noisy] if bool(cell.get(col.noisy, False)) is True else [])
     classes += ["sanity-suspect"] if suspect else []
-    scaled = has_number and labels.devices(key.scale) > 1 and finite(cell.get("speedup"))
-    reason = compact_reason(labels.text(cell.get("reason")))
+    scaled = has_number and labels.devices(key.scale) > 1 and finite(cell.get(col.speedup))
+    reason = compact_reason(labels.text(cell.get(col.reason)))
     if suspect:  # a cell whose training failed the sanity check: its note says why
-        reason = "; ".join(r for r in (reason, labels.sanity_label(sanity.SUSPECT, cell["sanity_reason"])) if r)
+        reason = "; ".join(r for r in (reason, labels.sanity_label(sanity.SUSPECT, cell[col.sanity_reason])) if r)
     noted = (status != "ok" and (reason or not has_number)) or suspect
     note = _note(key, sanity.SUSPECT if status == "ok" else status, reason, notes) if noted else None
     entry = {
@@ -161,9 +162,9 @@ def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
         "text": tables.cell_text(cell),
         "has_number": has_number,
         "ci": _ci_text(cell, has_number),
-        "tflops": _tflops_text(cell, has_number),
-        "speedup": f"{cell['speedup']:.2f}×" if scaled else "",
-        "efficiency": f"{cell['efficiency']:.2f}" if scaled else "",
+        col.tflops: _tflops_text(cell, has_number),
+        col.speedup: f"{cell[col.speedup]:.2f}×" if scaled else "",
+        col.efficiency: f"{cell[col.efficiency]:.2f}" if scaled else "",
         "classes": " ".join(classes),
         "note": note,
         "title": _hover(cell, key, status, has_number),

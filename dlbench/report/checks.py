@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.drift import drift_table, in_run_order
 from dlbench.analysis.placement import placement_table
 from dlbench.analysis.stats import finite
@@ -29,25 +30,25 @@ def _percent(row, prefix: str) -> str:
 def stability_part(runs: pd.DataFrame) -> dict:
     """Counts by verdict, every flagged run in the table, and histograms of the HISTOGRAMS runs
     whose step time moved most (the table holds them all)."""
-    if "stability" not in runs:
+    if col.stability not in runs:
         return {"judged": 0, "runs": len(runs), "counts": {}, "rows": [], "figure": None, "drawn": 0}
-    judged = runs[runs["stability"].map(labels.text).isin(["steady", "trend", "bimodal"])]
-    flagged = judged[judged["stability"].isin(["trend", "bimodal"])]
-    moved = (flagged["step_last_third_s"] / flagged["step_first_third_s"] - 1).abs()
+    judged = runs[runs[col.stability].map(labels.text).isin(["steady", "trend", "bimodal"])]
+    flagged = judged[judged[col.stability].isin(["trend", "bimodal"])]
+    moved = (flagged[col.step_last_third_s] / flagged[col.step_first_third_s] - 1).abs()
     flagged = flagged.assign(moved=moved).sort_values("moved", ascending=False, kind="stable")
     rows = [
         {
             "run": run_name(r),
-            "verdict": labels.STABILITY_TEXT[r["stability"]],
-            "first": _ms(r["step_first_third_s"]),
-            "last": _ms(r["step_last_third_s"]),
-            "reason": labels.text(r["stability_reason"]),
+            "verdict": labels.STABILITY_TEXT[r[col.stability]],
+            "first": _ms(r[col.step_first_third_s]),
+            "last": _ms(r[col.step_last_third_s]),
+            col.reason: labels.text(r[col.stability_reason]),
         }
         for _, r in flagged.iterrows()
     ]
     drawn = flagged.head(HISTOGRAMS)
     figure = figs.png_data_uri(check_figures.step_histograms, drawn) if rows else None
-    counts = {labels.STABILITY_TEXT[v]: int((judged["stability"] == v).sum()) for v in ("steady", "trend", "bimodal")}
+    counts = {labels.STABILITY_TEXT[v]: int((judged[col.stability] == v).sum()) for v in ("steady", "trend", "bimodal")}
     return {
         "judged": len(judged),
         "runs": len(runs),
@@ -62,7 +63,7 @@ def drift_part(runs: pd.DataFrame) -> dict:
     table = drift_table(runs)
     rows = [
         {
-            "framework": labels.framework_label(r["framework"]),
+            col.framework: labels.framework_label(r[col.framework]),
             "runs": int(r["runs"]),
             "order": _percent(r, "order"),
             "time": _percent(r, "time"),
@@ -79,8 +80,8 @@ def drift_part(runs: pd.DataFrame) -> dict:
 def placement_part(runs: pd.DataFrame) -> list[dict]:
     return [
         {
-            "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])} at {r['scale']} "
-            f"({labels.setup(r['batch'], r['precision'], r['data'])})",
+            "cell": f"{labels.framework_of(r)} {labels.model_title(r[col.model])} at {r[col.scale]} "
+            f"({labels.setup(r[col.batch], r[col.precision], r[col.data])})",
             "node_sets": r["node_sets"],
             "verdict": labels.PLACEMENT_TEXT.get(r["placement"], "same speed on each"),
         }
@@ -90,6 +91,6 @@ def placement_part(runs: pd.DataFrame) -> list[dict]:
 
 def section(runs: pd.DataFrame) -> dict | None:
     """The section's data; None when no run has a number."""
-    if runs.empty or not (runs["status"] == "ok").any():
+    if runs.empty or not (runs[col.status] == "ok").any():
         return None
-    return {"stability": stability_part(runs), "drift": drift_part(runs), "placement": placement_part(runs)}
+    return {col.stability: stability_part(runs), "drift": drift_part(runs), "placement": placement_part(runs)}

@@ -9,6 +9,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import environment as environments
+from dlbench.analysis.columns import col, read_cells, read_keyed, read_runs
 from dlbench.analysis.losses import LOSSES_FILE
 from dlbench.analysis.stats import finite
 from dlbench.findings import grid as fnd
@@ -63,7 +64,7 @@ def page_sections(context: dict) -> list[dict]:
         ("summary", "Summary", True),
         ("method", "Test method", True),
         ("environment", "Environment", True),
-        ("prescreen", "Communication prescreen", context["prescreen"]),
+        (col.prescreen, "Communication prescreen", context["prescreen"]),
         ("reading", "How to read the tables", True),
         ("models", [(m["id"], m["title"]) for m in models], bool(models)),
         ("checks", "Measurement checks", context["checks"]),
@@ -84,12 +85,12 @@ def grid_size(cells: pd.DataFrame) -> dict | None:
     factors = [
         (len(set(cells[column])), noun)
         for column, noun in (
-            ("framework", "framework"),
-            ("model", "model"),
-            ("batch", "batch size"),
-            ("data", "kind of data"),
-            ("precision", "precision"),
-            ("scale", "scale"),
+            (col.framework, col.framework),
+            (col.model, col.model),
+            (col.batch, "batch size"),
+            (col.data, "kind of data"),
+            (col.precision, col.precision),
+            (col.scale, col.scale),
         )
     ]
     product = 1
@@ -109,9 +110,9 @@ def _plural(noun: str) -> str:
 def _counts(cells: pd.DataFrame, runs: pd.DataFrame) -> dict:
     return {
         "runs": len(runs),
-        "runs_ok": int((runs["status"] == "ok").sum()) if not runs.empty else 0,
+        "runs_ok": int((runs[col.status] == "ok").sum()) if not runs.empty else 0,
         "cells": len(cells),
-        "cells_with_number": int(cells["throughput"].map(finite).sum()) if not cells.empty else 0,
+        "cells_with_number": int(cells[col.throughput].map(finite).sum()) if not cells.empty else 0,
     }
 
 
@@ -134,9 +135,9 @@ def render(
     if not cells.empty:
         # Read back from CSV, n and repeats are floats where an N/A cell has none.
         cells = cells.assign(
-            batch=cells["batch"].astype(str),
-            n=cells["n"].fillna(0).astype(int),
-            repeats=cells["repeats"].fillna(0).astype(int),
+            batch=cells[col.batch].astype(str),
+            n=cells[col.n].fillna(0).astype(int),
+            repeats=cells[col.repeats].fillna(0).astype(int),
         )
     noisy_cv = float(((config.get("analysis") or {}).get("noisy_cv")) or 0.1)
     reference_settings = config.get("references") or {}
@@ -154,7 +155,7 @@ def render(
         references=published_vs_measured(references, reference_settings, found),
         counts=_counts(cells, runs),
         sources={"cells": "", "cells_sha256": "", "runs": "", "environment": "", **(sources or {})},
-        statuses=sorted(set(cells["status"]) - {"ok"}, key=_status_order) if not cells.empty else [],
+        statuses=sorted(set(cells[col.status]) - {"ok"}, key=_status_order) if not cells.empty else [],
         status_meaning=labels.STATUS_MEANING,
         sanity_meaning=labels.SANITY_MEANING,
         site_env=(labels.SITE_ENV_MARK, labels.SITE_ENV_TEXT) if _site_cells(cells) else None,
@@ -170,7 +171,7 @@ def render(
 
 
 def _site_cells(cells: pd.DataFrame) -> bool:
-    return "python_env" in cells and bool((cells["python_env"] == "site").any())
+    return col.python_env in cells and bool((cells[col.python_env] == "site").any())
 
 
 def render_files(
@@ -190,11 +191,10 @@ def render_files(
     def shown(path) -> str:
         return str(Path(path).relative_to(shown_from)) if shown_from else str(path)
 
-    cells = pd.read_csv(cells_path, dtype={"batch": str})
-    runs = pd.read_csv(runs_path, dtype={"batch": str})
+    cells, runs = read_cells(cells_path), read_runs(runs_path)
     references = None
     if references_path is not None and Path(references_path).exists():
-        references = pd.read_csv(references_path, dtype={"batch": str})
+        references = read_keyed(references_path)
     environment = None
     if environment_path is not None and Path(environment_path).exists():
         environment = environments.read(environment_path)
@@ -222,10 +222,10 @@ def render_files(
 
 def _curves(path: Path) -> pd.DataFrame | None:
     """losses.csv beside cells.csv (campaigns made before it have none)."""
-    return pd.read_csv(path, dtype={"batch": str}) if path.exists() else None
+    return read_keyed(path) if path.exists() else None
 
 
 def _min_share(config: dict) -> float:
     from dlbench.planning.schema import settings
 
-    return settings(config, "prescreen")["min_share"]
+    return settings(config, col.prescreen)["min_share"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis.columns import col
 from dlbench.analysis.derive import PRESCREEN_FILE
 from dlbench.analysis.stats import finite
 from dlbench.findings import vocabulary as fnd
@@ -27,20 +28,20 @@ def _number(value) -> str:
 
 def _row(r: pd.Series) -> dict:
     who = "all" if r["scope"] == "all" else f"node {r['node']}"
-    if r["status"] != "ok":
+    if r[col.status] != "ok":
         return {
-            "scale": r["scale"],
+            col.scale: r[col.scale],
             "shape": "",
             "who": who,
             "size": "",
             "time": "",
             "algbw": "",
             "busbw": "",
-            "flag": f"FAILED: {r['reason']}",
+            "flag": f"FAILED: {r[col.reason]}",
         }
     return {
-        "scale": r["scale"],
-        "shape": f"{int(r['nodes'])} × {int(r['ranks_per_node'])}",
+        col.scale: r[col.scale],
+        "shape": f"{int(r[col.nodes])} × {int(r['ranks_per_node'])}",
         "who": f"{who} ({int(r['ranks'])})",
         "size": size_text(r["bytes"]),
         "time": f"{r['time_us']:.1f}" if finite(r["time_us"]) else "—",
@@ -59,10 +60,10 @@ def section(tables_dir: str | Path, cells: pd.DataFrame, min_share: float) -> di
         return None
     table = pd.read_csv(path, keep_default_na=False, na_values=[""])
     table["flag"] = table["flag"].fillna("")
-    flagged = cells[cells["prescreen"].fillna("") != ""] if "prescreen" in cells else cells.iloc[0:0]
+    flagged = cells[cells[col.prescreen].fillna("") != ""] if col.prescreen in cells else cells.iloc[0:0]
     return dict(
         backends=", ".join(sorted(set(table["backend"].dropna().astype(str)))) or "no backend recorded",
         min_share=min_share,
         rows=[_row(r) for _, r in table.iterrows()],
-        cells=[f"{labels.cell_label(fnd.cell_key(c))}: {c['prescreen']}" for _, c in flagged.iterrows()],
+        cells=[f"{labels.cell_label(fnd.cell_key(c))}: {c[col.prescreen]}" for _, c in flagged.iterrows()],
     )

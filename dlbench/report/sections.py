@@ -6,6 +6,7 @@ import pandas as pd
 
 from dlbench import labels, llm
 from dlbench.analysis.aggregate import real_data_pairs
+from dlbench.analysis.columns import col
 from dlbench.analysis.losses import COMPARED, SLOWER
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
@@ -22,12 +23,12 @@ def ran_sizes(models: list[str], run: dict, runs: pd.DataFrame | None) -> dict[s
     from the step-log headers; a model without recorded runs: what the config would give."""
     sizes = {}
     for m in models:
-        recorded = runs[runs["model"] == m] if runs is not None and "image_size" in runs else None
-        if recorded is not None and recorded["image_size"].notna().any():
-            first = recorded[recorded["image_size"].notna()].iloc[0]
-            sizes[m] = (_whole(first["image_size"]), _whole(first.get("seq_len")))
+        recorded = runs[runs[col.model] == m] if runs is not None and col.image_size in runs else None
+        if recorded is not None and recorded[col.image_size].notna().any():
+            first = recorded[recorded[col.image_size].notna()].iloc[0]
+            sizes[m] = (_whole(first[col.image_size]), _whole(first.get(col.seq_len)))
         else:
-            sizes[m] = resolved_sizes(m, run.get("image_size", 0), run.get("seq_len", 0))
+            sizes[m] = resolved_sizes(m, run.get(col.image_size, 0), run.get(col.seq_len, 0))
     return sizes
 
 
@@ -53,22 +54,24 @@ def method(
     run = config.get("run", {}) or {}
     grid = config.get("grid", {}) or {}
     measured = not cells.empty
-    models = list(dict.fromkeys(cells["model"])) if measured else list(grid.get("models", []))
+    models = list(dict.fromkeys(cells[col.model])) if measured else list(grid.get("models", []))
     sizes = ran_sizes(models, run, runs)
     smaller = any(0 < sizes[m][0] < CATALOGUE.get(m, {}).get("default_image_size", 0) for m in models)
     return {
         "units": list(dict.fromkeys(labels.sample_noun(m) for m in models)),
-        "frameworks": sorted(set(cells["framework"])) if measured else list(grid.get("frameworks", [])),
+        "frameworks": sorted(set(cells[col.framework])) if measured else list(grid.get("frameworks", [])),
         "models": [labels.model_title(m) for m in models],
-        "batches": sorted({str(b) for b in cells["batch"]}, key=lambda b: (b == "max", b.zfill(8))) if measured else [],
-        "scales": labels.sorted_scales(cells["scale"]) if measured else [],
-        "data": [labels.DATA_TEXT.get(d, d) for d in dict.fromkeys(cells["data"])] if measured else [],
-        "precision": [f"{p} ({labels.PRECISION_TEXT.get(p, p)})" for p in dict.fromkeys(cells["precision"])]
+        "batches": sorted({str(b) for b in cells[col.batch]}, key=lambda b: (b == "max", b.zfill(8)))
+        if measured
+        else [],
+        "scales": labels.sorted_scales(cells[col.scale]) if measured else [],
+        col.data: [labels.DATA_TEXT.get(d, d) for d in dict.fromkeys(cells[col.data])] if measured else [],
+        col.precision: [f"{p} ({labels.PRECISION_TEXT.get(p, p)})" for p in dict.fromkeys(cells[col.precision])]
         if measured
         else [],
         "strategies": [
-            (s, labels.strategy_text(s, cells[cells["strategy"] == s]["framework"]))
-            for s in (sorted(set(cells["strategy"])) if measured else [])
+            (s, labels.strategy_text(s, cells[cells[col.strategy] == s][col.framework]))
+            for s in (sorted(set(cells[col.strategy])) if measured else [])
         ],
         "sizes": _input_sizes(sizes),
         "image_sizes": {sizes[m][0] for m in models if CATALOGUE.get(m, {}).get("kind") == "image"},
@@ -84,7 +87,7 @@ def method(
         ],
         "llm_flops": _llm_flops(sizes, cells),
         "noisy_cv": noisy_cv,
-        "statistic": str(protocol.get("statistic", "")).replace("_", " "),
+        col.statistic: str(protocol.get("statistic", "")).replace("_", " "),
     }
 
 
@@ -98,8 +101,8 @@ def _llm_flops(sizes: dict[str, tuple[int, int]], cells: pd.DataFrame) -> str | 
         f"{labels.model_title(m)} at {seq} tokens: {llm.train_flops_per_token(m, seq) / 1e9:.3g} GFLOP/token"
         for m, seq in ran
     )
-    mine = cells[cells["model"].isin([m for m, _ in ran])] if not cells.empty else cells
-    bases = sorted({str(b) for b in mine.get("peak_basis", pd.Series(dtype=str)).dropna() if str(b)})
+    mine = cells[cells[col.model].isin([m for m, _ in ran])] if not cells.empty else cells
+    bases = sorted({str(b) for b in mine.get(col.peak_basis, pd.Series(dtype=str)).dropna() if str(b)})
     peak = (
         "MFU = achieved TFLOP/s ÷ " + "; ".join(bases)
         if bases
@@ -115,19 +118,21 @@ def headline_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """Per model, the one figure panel (batch, data, precision) with the most cells that have a
     number (ties: synthetic data, then the larger batch): the summary's view of the grid."""
     chosen = []
-    for _, mine in cells[cells["throughput"].map(finite)].groupby("model", sort=False):
-        keys = mine.groupby(["batch", "data", "precision"]).size().reset_index(name="n")
-        keys = keys.assign(synthetic=keys["data"] == "synthetic", order=keys["batch"].map(figs._batch_order))
-        best = keys.sort_values(["n", "synthetic", "order"], ascending=False).iloc[0]
-        picked = (cells["model"] == mine["model"].iloc[0]) & (cells["batch"] == best["batch"])
-        chosen.append(cells[picked & (cells["data"] == best["data"]) & (cells["precision"] == best["precision"])])
+    for _, mine in cells[cells[col.throughput].map(finite)].groupby(col.model, sort=False):
+        keys = mine.groupby([col.batch, col.data, col.precision]).size().reset_index(name=col.n)
+        keys = keys.assign(synthetic=keys[col.data] == "synthetic", order=keys[col.batch].map(figs._batch_order))
+        best = keys.sort_values([col.n, "synthetic", "order"], ascending=False).iloc[0]
+        picked = (cells[col.model] == mine[col.model].iloc[0]) & (cells[col.batch] == best[col.batch])
+        chosen.append(
+            cells[picked & (cells[col.data] == best[col.data]) & (cells[col.precision] == best[col.precision])]
+        )
     return pd.concat(chosen) if chosen else cells.iloc[0:0]
 
 
 def summary_figure(cells: pd.DataFrame) -> str | None:
     """The grid's main question at a glance: throughput by framework and scale, one panel per
     model at its headline setup (headline_cells), 95% CIs as error bars (None: no number yet)."""
-    if cells.empty or not cells["throughput"].map(finite).any():
+    if cells.empty or not cells[col.throughput].map(finite).any():
         return None
     return figs.png_data_uri(figs.throughput_figure, headline_cells(cells))
 
@@ -135,9 +140,9 @@ def summary_figure(cells: pd.DataFrame) -> str | None:
 def _parameters(runs: pd.DataFrame, model: str) -> list[str]:
     """`25.6 M (PyTorch, TensorFlow)`: trainable parameters as the frameworks counted them."""
     params: dict[str, list[str]] = {}
-    if not runs.empty and "trainable_params" in runs:
-        for fw, g in runs[(runs["model"] == model) & runs["trainable_params"].map(finite)].groupby("framework"):
-            params.setdefault(f"{g['trainable_params'].iloc[0] / 1e6:.1f} M", []).append(labels.framework_label(fw))
+    if not runs.empty and col.trainable_params in runs:
+        for fw, g in runs[(runs[col.model] == model) & runs[col.trainable_params].map(finite)].groupby(col.framework):
+            params.setdefault(f"{g[col.trainable_params].iloc[0] / 1e6:.1f} M", []).append(labels.framework_label(fw))
     return [f"{p} ({', '.join(fws)})" for p, fws in params.items()]
 
 
@@ -153,21 +158,21 @@ def model_sections(
     its loss curves (losses.csv) and the convergence check between frameworks."""
     sections = []
     all_tables = throughput_tables(cells)
-    for model in sorted(cells["model"].unique(), key=_catalogue_order):
-        mine = cells[cells["model"] == model]
-        has_number = mine["throughput"].map(finite).any()
+    for model in sorted(cells[col.model].unique(), key=_catalogue_order):
+        mine = cells[cells[col.model] == model]
+        has_number = mine[col.throughput].map(finite).any()
         scaled, one_scale = figs.scaled_facets(mine)
         data_rows, data_figure = data_comparison(mine)
         findings = [f for f in found if f.model == model]
         sections.append(
             {
-                "model": model,
+                col.model: model,
                 "id": f"model-{model}",
                 "title": labels.model_title(model),
                 "unit": labels.unit(model),
                 "params": _parameters(runs, model),
                 "cells": len(mine),
-                "cells_with_number": int(mine["throughput"].map(finite).sum()),
+                "cells_with_number": int(mine[col.throughput].map(finite).sum()),
                 "findings": [finding_html(f) for f in findings],
                 "finding_topics": finding_topics(findings),
                 "tables": [t for t in all_tables if t["key"][0] == model],
@@ -175,12 +180,12 @@ def model_sections(
                 "speedup_figure": figs.png_data_uri(figs.speedup_figure, mine) if scaled else None,
                 "throughput_wide": len(figs.facets(mine)) > 1,
                 "speedup_wide": len(scaled) > 1,
-                "data_wide": mine[["batch", "precision"]].drop_duplicates().shape[0] > 1,
+                "data_wide": mine[[col.batch, col.precision]].drop_duplicates().shape[0] > 1,
                 "one_scale": [labels.setup(batch, precision, data) for _, batch, data, precision in one_scale],
                 "data_rows": data_rows,
                 "sanity_rows": sanity_rows(mine),
                 "data_figure": data_figure,
-                "scales": labels.sorted_scales(mine["scale"]),
+                "scales": labels.sorted_scales(mine[col.scale]),
                 **_training(mine, curves, model),
             }
         )
@@ -189,11 +194,11 @@ def model_sections(
 
 def _training(cells: pd.DataFrame, curves: pd.DataFrame | None, model: str) -> dict:
     """A model's memory and loss figures (None: nothing recorded) and its convergence rows."""
-    mine = curves[curves["model"] == model] if curves is not None and not curves.empty else None
+    mine = curves[curves[col.model] == model] if curves is not None and not curves.empty else None
     drawn = mine is not None and mine["loss"].map(finite).any()
     return {
         "memory_figure": figs.png_data_uri(memory_figure, cells) if has_memory(cells) else None,
-        "memory_basis": ", ".join(sorted({labels.text(b) for b in cells.get("memory_basis", [])} - {""})),
+        col.memory_basis: ", ".join(sorted({labels.text(b) for b in cells.get(col.memory_basis, [])} - {""})),
         "loss_figure": figs.png_data_uri(loss_figure, mine) if drawn else None,
         "loss_wide": drawn and len(figs.facets(mine)) > 1,
         "convergence_rows": convergence_rows(cells),
@@ -202,19 +207,19 @@ def _training(cells: pd.DataFrame, curves: pd.DataFrame | None, model: str) -> d
 
 def convergence_rows(cells: pd.DataFrame) -> list[dict]:
     """The cells compared with the others that train the same model alike (dlbench.analysis.losses)."""
-    if "convergence" not in cells:
+    if col.convergence not in cells:
         return []
-    judged = cells[cells["convergence"].map(labels.text).isin(COMPARED)]
+    judged = cells[cells[col.convergence].map(labels.text).isin(COMPARED)]
     return [
         {
             "cell_id": cell_id(fnd.cell_key(c)),
-            "framework": labels.framework_label(c["framework"]),
-            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
-            "setup": labels.setup(c["batch"], c["precision"], c["data"]),
-            "slower": c["convergence"] == SLOWER,
-            "reason": labels.text(c["convergence_reason"]),
+            col.framework: labels.framework_label(c[col.framework]),
+            col.scale: labels.scale_and_strategy(c[col.scale], c[col.strategy]),
+            "setup": labels.setup(c[col.batch], c[col.precision], c[col.data]),
+            "slower": c[col.convergence] == SLOWER,
+            col.reason: labels.text(c[col.convergence_reason]),
         }
-        for _, c in judged.sort_values(["data", "batch", "devices", "framework", "strategy"]).iterrows()
+        for _, c in judged.sort_values([col.data, col.batch, col.devices, col.framework, col.strategy]).iterrows()
     ]
 
 
@@ -233,15 +238,15 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
         return [], None
     rows = [
         {
-            "framework": c["framework"],
-            "framework_label": labels.framework_label(c["framework"]),
-            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
-            "batch": c["batch"],
-            "precision": c["precision"],
+            col.framework: c[col.framework],
+            "framework_label": labels.framework_label(c[col.framework]),
+            col.scale: labels.scale_and_strategy(c[col.scale], c[col.strategy]),
+            col.batch: c[col.batch],
+            col.precision: c[col.precision],
             "synthetic": f"{c['synthetic_throughput']:.1f}",
-            "real": f"{c['throughput']:.1f}",
-            "ratio": f"{c['real_vs_synthetic']:.2f}",
-            "wait": f"{c['data_wait_fraction']:.1%}" if finite(c.get("data_wait_fraction")) else "—",
+            "real": f"{c[col.throughput]:.1f}",
+            "ratio": f"{c[col.real_vs_synthetic]:.2f}",
+            "wait": f"{c[col.data_wait_fraction]:.1%}" if finite(c.get(col.data_wait_fraction)) else "—",
         }
         for _, c in pairs.iterrows()
     ]
@@ -251,21 +256,21 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
 def sanity_rows(cells: pd.DataFrame) -> list[dict]:
     """The sanity column: each cell's verdict on its training (dlbench.analysis.sanity), its mean
     first- and last-quarter losses, and why a SUSPECT cell is one."""
-    if "sanity" not in cells:
+    if col.sanity not in cells:
         return []
-    judged = cells[cells["sanity"].map(labels.text) != ""]
+    judged = cells[cells[col.sanity].map(labels.text) != ""]
     return [
         {
             "cell_id": cell_id(fnd.cell_key(c)),
-            "framework": labels.framework_label(c["framework"]),
-            "scale": labels.scale_and_strategy(c["scale"], c["strategy"]),
-            "setup": labels.setup(c["batch"], c["precision"], c["data"]),
-            "loss": f"{_number(c.get('loss_first_quarter'), '.3g')} → {_number(c.get('loss_last_quarter'), '.3g')}",
-            "sanity": labels.SANITY_TEXT.get(c["sanity"], c["sanity"]),
-            "suspect": c["sanity"] == "suspect",
-            "reason": labels.text(c.get("sanity_reason")),
+            col.framework: labels.framework_label(c[col.framework]),
+            col.scale: labels.scale_and_strategy(c[col.scale], c[col.strategy]),
+            "setup": labels.setup(c[col.batch], c[col.precision], c[col.data]),
+            "loss": f"{_number(c.get(col.loss_first_quarter), '.3g')} → {_number(c.get(col.loss_last_quarter), '.3g')}",
+            col.sanity: labels.SANITY_TEXT.get(c[col.sanity], c[col.sanity]),
+            "suspect": c[col.sanity] == "suspect",
+            col.reason: labels.text(c.get(col.sanity_reason)),
         }
-        for _, c in judged.sort_values(["data", "framework", "devices", "strategy"]).iterrows()
+        for _, c in judged.sort_values([col.data, col.framework, col.devices, col.strategy]).iterrows()
     ]
 
 
@@ -276,8 +281,8 @@ def _number(value, spec: str, suffix: str = "") -> str:
 def _reference_row(r: pd.Series) -> dict:
     return {
         "cell_id": cell_id(fnd.cell_key(r)),
-        "cell": f"{labels.framework_of(r)} {labels.model_title(r['model'])}, "
-        f"batch {r['batch']}, {r['scale']}" + (f" {r['strategy']}" if r["strategy"] != SINGLE_DEVICE else ""),
+        "cell": f"{labels.framework_of(r)} {labels.model_title(r[col.model])}, "
+        f"batch {r[col.batch]}, {r[col.scale]}" + (f" {r[col.strategy]}" if r[col.strategy] != SINGLE_DEVICE else ""),
         "kind": labels.text(r.get("kind")),
         "source": labels.text(r.get("source")),
         "hardware": labels.text(r.get("hardware")),
@@ -308,8 +313,8 @@ def published_vs_measured(references: pd.DataFrame | None, settings: dict, found
     }
     if references.empty:
         return out
-    refs = references.assign(batch=references["batch"].astype(str))
-    refs = refs.sort_values(["kind", "model", "devices", "framework", "source"], kind="stable")
+    refs = references.assign(batch=references[col.batch].astype(str))
+    refs = refs.sort_values(["kind", col.model, col.devices, col.framework, "source"], kind="stable")
     out["rows"] = [_reference_row(r) for _, r in refs.iterrows()]
     plotted = refs[refs["ratio"].map(finite)]
     if not plotted.empty:

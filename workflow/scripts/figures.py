@@ -2,13 +2,12 @@
 
 import sys
 
-import pandas as pd
-
+from dlbench.analysis.columns import read_cells
 from dlbench.plots import figures
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
-cells = pd.read_csv(snakemake.input.cells, dtype={"batch": str})
+cells = read_cells(snakemake.input.cells)
 figures.throughput_figure(cells, snakemake.output.throughput)
 figures.speedup_figure(cells, snakemake.output.speedup)
 figures.data_figure(cells, snakemake.output.data)

@@ -2,13 +2,12 @@
 
 import sys
 
-import pandas as pd
-
 from dlbench.analysis import references, tables
+from dlbench.analysis.columns import read_cells
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
-cells = pd.read_csv(snakemake.input.cells, dtype={"batch": str})
+cells = read_cells(snakemake.input.cells)
 verdicts = references.compare(cells, snakemake.config["references"], snakemake.input.published)
 with open(snakemake.output.references, "wb") as f:
     f.write(tables.csv_bytes(verdicts))
