@@ -100,7 +100,8 @@ def runner_block(runner, args, window: bool, meter) -> float:
 def bare_block(runner, args) -> float:
     """The same model, optimizer, batch and precision, stepped back to back with no harness."""
     torch, model, optimizer = runner.torch, runner.model, runner.optimizer
-    images, labels, loss_fn, scaler = runner.images, runner.labels, runner.loss_fn, runner.scaler
+    workload, scaler = runner.workload, runner.scaler  # the image workload's batch and loss
+    images, labels, loss_fn = workload.images, workload.labels, workload.loss_fn
     dtype, device = runner.autocast_dtype, runner.device.type
 
     def step():

@@ -2,6 +2,7 @@
 no cycle and never reach into a later stage."""
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -78,3 +79,82 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
     top = {p.stem for p in PACKAGE.glob("*.py")}
     contracts = {"coords", "models", "llm", "workload", "protocol", "steplog", "provenance", "files", "labels"}
     assert top == {"__init__", *contracts}
+
+
+# The workload seam (docs/plugins.md, "Workloads"): a runner drives the workload object its
+# registry names for the run's model and never asks the model's kind itself. The contract
+# modules (`base`: the registry, `plugin`: the planning-time declarations) read kinds by design.
+KIND_CONTRACT = {PACKAGE / "runners" / "base.py", PACKAGE / "runners" / "plugin.py"}
+KIND_FLAG = re.compile(r"_?is_(image|cnn|text|bert|llm|lm)")
+
+
+def kind_branches(paths) -> list[str]:
+    """Where code branches on a model kind: an `is_<kind>` flag, a catalogue entry's `"kind"`
+    read, or a comparison with a kind or with the name of a BERT or LLM model (a family of its
+    own; an image model's name picks an architecture inside the image workload)."""
+    from dlbench.models import CATALOGUE
+
+    kinds = {entry["kind"] for entry in CATALOGUE.values()}
+    selecting = kinds | {model for model, entry in CATALOGUE.items() if entry["kind"] != "image"}
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(path.parents[2])}:{getattr(node, 'lineno', 0)}"
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+            if KIND_FLAG.fullmatch(name):
+                found.append(f"{where}: {name}")
+            elif isinstance(node, ast.Subscript) and getattr(node.slice, "value", None) == "kind":
+                found.append(f"{where}: reads a model's kind")
+            elif isinstance(node, ast.Compare):
+                constants = [
+                    c.value
+                    for side in (node.left, *node.comparators)
+                    for c in ast.walk(side)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
+                found += [f"{where}: compares with {c!r}" for c in constants if c in selecting]
+    return found
+
+
+def runner_modules(root: Path) -> list[Path]:
+    paths = sorted((root / "dlbench" / "runners").rglob("*.py")) + sorted((root / "tests" / "plugins").glob("*.py"))
+    return [p for p in paths if p not in {root / c.relative_to(REPO) for c in KIND_CONTRACT}]
+
+
+def test_no_runner_branches_on_a_model_kind():
+    assert kind_branches(runner_modules(REPO)) == []
+
+
+def test_a_framework_builds_the_models_of_its_workloads():
+    """Each plug-in's model list is its registered workloads' (no hand-written list), and its
+    CAPABILITIES says so in its source: `models=WORKLOADS.models`."""
+    from dlbench.runners import capabilities, framework_module, framework_names
+
+    for name in framework_names():
+        assert capabilities(name).models == framework_module(name).WORKLOADS.models, name
+    for path in runner_modules(REPO):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Capabilities":
+                models = [k.value for k in node.keywords if k.arg == "models"]
+                assert [ast.unparse(m).endswith("WORKLOADS.models") for m in models] == [True], path
+
+
+def test_a_workload_registry_takes_one_class_per_kind_of_that_kinds_models():
+    import pytest
+
+    from dlbench.runners.base import Workload, Workloads
+
+    registry = Workloads("example")
+
+    @registry.registers
+    class Images(Workload):
+        kind, models = "image", ("resnet50", "vgg16")
+
+    assert registry("vgg16") is Images and registry.models == ("resnet50", "vgg16")
+    with pytest.raises(ValueError, match="no workload trains 'alexnet'"):
+        registry("alexnet")
+    with pytest.raises(ValueError, match="no workload trains 'bert_base'"):
+        registry("bert_base")
+    for kind, models in (("image", ("alexnet",)), ("text", ("resnet50",)), ("moe", ("resnet50",)), ("llm", ())):
+        with pytest.raises(ValueError, match="workload Other"):
+            registry.registers(type("Other", (Workload,), {"kind": kind, "models": models}))

@@ -148,14 +148,14 @@ def test_dali_only_on_cuda_when_installed_and_not_switched_off(monkeypatch):
     """DALI cannot run here (no GPU, no wheel); which pipeline a run chooses is tested."""
     import importlib.util
 
-    from dlbench.runners import pytorch
+    from dlbench.runners.pytorch import pipeline
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "nvidia.dali" else None)
-    assert pytorch.use_dali("cuda") is True
-    assert pytorch.use_dali("cpu") is False
-    assert pytorch.use_dali("cuda", enabled=False) is False  # framework_options.pytorch.dali: false
+    assert pipeline.use_dali("cuda") is True
+    assert pipeline.use_dali("cpu") is False
+    assert pipeline.use_dali("cuda", enabled=False) is False  # framework_options.pytorch.dali: false
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert pytorch.use_dali("cuda") is False
+    assert pipeline.use_dali("cuda") is False
 
 
 @needs_env

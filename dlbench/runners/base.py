@@ -7,6 +7,9 @@ environment imports it to validate config and plan the runs):
     CAPABILITIES  a `dlbench.runners.plugin.Capabilities`: models, precisions, data kinds and
                   dataset format, strategies with their process layouts (docs/plugins.md)
     Runner        a subclass of `Runner` below
+    WORKLOADS     a `Workloads` registry below: one `Workload` class per model kind it trains
+                  (its `CAPABILITIES.models` is `WORKLOADS.models`); the runner drives the class
+                  `WORKLOADS(model)` names and never asks the model's kind itself
 
 The timing loop, warm-up/measure window, progress output, error classification and
 step-log writing live once, in `dlbench.launch.worker`; a Runner only builds and steps.
@@ -17,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from dlbench.coords import RunCoords
-from dlbench.models import resolved_sizes
+from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.runners import capabilities
 
 
@@ -132,6 +135,55 @@ class Runner:
 
     def close(self) -> None:
         """Tear down process groups etc."""
+
+
+class Workload:
+    """One model kind's training in one framework, declared once (as torchtitan's `TrainSpec`
+    declares a model family's model, parallelisation, optimizer, data and loss): its subclasses
+    build the model, the optimizer, the batch source and the loss, and say what the header
+    records (`describe`). The methods beyond these are the framework's own: its runner calls
+    them on whichever class the run's model selects. Declaring one imports no framework."""
+
+    kind: str = ""  # the CATALOGUE kind it trains: "image", "text", "llm"
+    models: tuple[str, ...] = ()  # the catalogue's models of that kind it builds
+
+    def describe(self) -> dict:
+        """What the step log's header records about this workload, beside the runner's facts."""
+        return {}
+
+
+class Workloads:
+    """A framework's workload classes, each registered once by `@WORKLOADS.registers` on the
+    class and keyed by its model kind; the framework's model list is theirs (`models`)."""
+
+    def __init__(self, framework: str):
+        self.framework = framework
+        self._classes: dict[str, type] = {}
+
+    def registers(self, cls: type) -> type:
+        owner = f"{self.framework}: workload {cls.__name__}"
+        kinds = {entry["kind"] for entry in CATALOGUE.values()}
+        if cls.kind not in kinds:
+            raise ValueError(f"{owner}: kind {cls.kind!r} is not a model kind ({sorted(kinds)})")
+        if cls.kind in self._classes:
+            raise ValueError(f"{owner}: kind {cls.kind!r} is already {self._classes[cls.kind].__name__}'s")
+        wrong = [m for m in cls.models if CATALOGUE.get(m, {}).get("kind") != cls.kind]
+        if not cls.models or wrong:
+            raise ValueError(f"{owner}: expected catalogue models of kind {cls.kind!r}, got {wrong or 'none'}")
+        self._classes[cls.kind] = cls
+        return cls
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every registered workload's models, in registration order."""
+        return tuple(m for cls in self._classes.values() for m in cls.models)
+
+    def __call__(self, model: str) -> type:
+        """The workload class that trains `model`; a model none registers is a clear failure."""
+        cls = self._classes.get(CATALOGUE[model]["kind"]) if model in CATALOGUE else None
+        if cls is None or model not in cls.models:
+            raise ValueError(f"{self.framework}: no workload trains {model!r} (registered: {', '.join(self.models)})")
+        return cls
 
 
 def address_space_capped() -> bool:

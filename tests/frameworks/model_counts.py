@@ -61,7 +61,7 @@ SCRIPTS = {
         import mxnet as mx
         from dlbench.runners.mxnet import models
         for name in models_wanted:
-            net = models.define_net(mx, name)
+            net = models.bert_net(mx) if name == "bert_base" else models.image_net(mx, name)
             if name == "bert_base":
                 shapes = {"ids": (1, 128), "types": (1, 128), "positions": (20,), "mask": (1, 128)}
                 sym = mx.sym.Group(list(net(*[mx.sym.var(k) for k in shapes])))

@@ -441,7 +441,7 @@ def test_bert_attention_mask_hides_padding():
         workload.BERT_BASE.update(json.loads(sys.argv[1]))
         import mxnet as mx
         from dlbench.runners.mxnet import models
-        net = models.build_net(mx, "bert_base", [mx.cpu()])
+        net = models.initialised(mx, models.bert_net(mx), models.bert_initializer(mx), [mx.cpu()])
         ids = mx.nd.array([[2, 7, 8, 9, 3, 0, 0, 0]])
         other = mx.nd.array([[2, 7, 8, 9, 3, 11, 12, 13]])  # different tokens in the padding
         types, positions = mx.nd.zeros((1, 8)), mx.nd.array([1, 2])

@@ -6,17 +6,51 @@ import os
 import time
 
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.base import Workload, Workloads
 from dlbench.runners.plugin import Capabilities, Strategy
+
+WORKLOADS = Workloads("toy")
+CLASSES = 10
+
+
+@WORKLOADS.registers
+class LinearSoftmax(Workload):
+    """Its one workload: the image models in name only, a linear model over the image's pixels."""
+
+    kind = "image"
+    models = ("resnet50", "vgg16")
+
+    def __init__(self, spec, np):
+        rng = np.random.default_rng(spec.seed)
+        pixels = 3 * (spec.image_size or 32) ** 2
+        self.np = np
+        self.x = rng.standard_normal((spec.batch, pixels)).astype(np.float32)
+        self.y = rng.integers(0, CLASSES, spec.batch)
+        self.w = np.zeros((pixels, CLASSES), np.float32)
+
+    def step(self):
+        """One SGD step of softmax cross-entropy; returns its loss."""
+        np, rows = self.np, self.np.arange(len(self.y))
+        logits = self.x @ self.w
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        loss = -np.log(p[rows, self.y]).mean()
+        p[rows, self.y] -= 1.0
+        self.w -= 0.01 * self.x.T @ p / len(self.y)
+        return loss
+
+    def describe(self) -> dict:
+        return {"trainable_params": self.w.size}
+
 
 CAPABILITIES = Capabilities(
     label="Toy (numpy)",
     colour="#2ca02c",
-    models=("resnet50", "vgg16"),  # in name only: a linear model over the image's pixels
+    models=WORKLOADS.models,
     precisions=("fp32",),
     strategies=(Strategy("replicas", "independent numpy replicas, no communication"),),
     env="pytorch",  # numpy is there; a plug-in outside the repository has no envs/ lock of its own
 )
-CLASSES = 10
 
 
 def planted_sleep(scale: str, repeat: int, environ=os.environ) -> float:
@@ -37,23 +71,13 @@ class Runner(BaseRunner):
         import numpy as np
 
         self.np, spec = np, self.spec
-        rng = np.random.default_rng(spec.seed)
-        pixels = 3 * (spec.image_size or 32) ** 2
-        self.x = rng.standard_normal((spec.batch, pixels)).astype(np.float32)
-        self.y = rng.integers(0, CLASSES, spec.batch)
-        self.w = np.zeros((pixels, CLASSES), np.float32)
+        self.workload = WORKLOADS(spec.coords.model)(spec, np)
         self.sleep = planted_sleep(spec.coords.scale, spec.coords.repeat)
 
     def step(self, batch=None):
-        np, rows = self.np, self.np.arange(len(self.y))
-        logits = self.x @ self.w
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        loss = -np.log(p[rows, self.y]).mean()
-        p[rows, self.y] -= 1.0
-        self.w -= 0.01 * self.x.T @ p / len(self.y)
+        loss = self.workload.step()
         time.sleep(self.sleep)
         return loss
 
     def describe(self) -> dict:
-        return {"version": self.np.__version__, "device_name": "cpu", "trainable_params": self.w.size}
+        return {"version": self.np.__version__, "device_name": "cpu", **self.workload.describe()}

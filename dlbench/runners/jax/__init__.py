@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 
-from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.jax.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
-from dlbench.workload import sgd_lr
 
 CAPABILITIES = Capabilities(
     label="JAX",
     colour="#9467bd",
-    models=("resnet50", "resnet152", "vgg16", "alexnet", *LLM_SHAPES),
+    models=WORKLOADS.models,  # what its workloads train (workloads.py)
     unavailable_models={
         "inception_v3": "the JAX runner has no Flax InceptionV3 yet",
         "bert_base": "the JAX runner has no Flax BERT yet",
@@ -101,54 +99,22 @@ class Runner(BaseRunner):
         self.import_framework()
         import jax.numpy as jnp
 
-        from dlbench.runners.jax import models, train
-
-        spec, jax = self.spec, self.jax
+        spec = self.spec
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         self._last = None
         self._events = None
         # On a GPU the queue is drained at the window's ends only (clock.py); the GPU check
         # sets it False to measure what per-step sync costs.
         self.window_sync = spec.device == "cuda"
-        if CATALOGUE[spec.coords.model]["kind"] == "llm":
-            return self._build_llm()
-        model = models.build(spec.coords.model, self.dtype)
-        size = spec.image_size
-        # This process's share of the global batch (batch × its devices), put on its devices.
-        rank = spec.dist.rank
-        images, labels = train.synthetic_batch(spec.batch * spec.local_devices, size, spec.seed + rank, models.CLASSES)
-        data, replicated = train.placement(self.devices)
-        self.state, optimizer = train.initial_state(model, size, spec.seed, replicated, sgd_lr(spec))
-        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
-        self.images = jax.make_array_from_process_local_data(data, images)
-        self.labels = jax.make_array_from_process_local_data(data, labels)
-        step = train.train_step(model, optimizer, spec.seed, replicated)
-        self.inputs = (self.images, self.labels)
-        self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
-
-    def _build_llm(self) -> None:
-        """A Llama (llm.py) on the strategy's mesh (strategies.py): the global batch's tokens
-        split over its data (or fsdp) axis, the state where the strategy puts it."""
-        from dlbench.runners.jax import llm, strategies, train
-
-        spec, jax = self.spec, self.jax
-        module = llm.Llama(spec.coords.model, self.dtype)
-        self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, self.devices)
-        data = self.strategy.data
-        optim = llm.optimizer()
-        self.state, shardings = llm.initial_state(module, spec.seq_len, spec.seed, self.strategy, optim)
-        self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(self.state[0]))
-        if spec.coords.data == "real":
-            self.batches = llm.TokenBatches(spec, spec.dist.world_size, spec.dist.rank, data)
-            self.inputs = (next(self.batches),)  # the shapes the step compiles for; step 1 reads on
-        else:
-            tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
-            self.inputs = (jax.make_array_from_process_local_data(data, tokens),)
-        step = llm.train_step(module, optim, shardings, data, self.strategy.replicated)
-        self.step_fn, self.compile_record = train.compile_step(step, self.state, *self.inputs)
+        # The run's model kind picks its workload (workloads.py): model, optimizer, data, step.
+        self.workload = WORKLOADS(spec.coords.model)(spec)
+        self.state, self.inputs, self.step_fn, self.compile_record = self.workload.build(
+            self.jax, self.devices, self.dtype
+        )
+        self.params = self.workload.params
 
     def next_batch(self):
-        batches = getattr(self, "batches", None)
+        batches = self.workload.batches
         return None if batches is None else next(batches)
 
     def step(self, batch=None):
@@ -193,9 +159,6 @@ class Runner(BaseRunner):
     def loss_value(self, handle) -> float:
         return float(handle)
 
-    def _is_llm(self) -> bool:
-        return CATALOGUE[self.spec.coords.model]["kind"] == "llm"
-
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
         return isinstance(exc, MemoryError) or any(
@@ -219,24 +182,10 @@ class Runner(BaseRunner):
             "processes": self.jax.process_count(),
             "threads": len(os.sched_getaffinity(0)),
             "trainable_params": self.params,
-            "memory_format": None if self._is_llm() else "NHWC",
+            "memory_format": self.workload.memory_format,
             "compute_dtype": self.jax.numpy.dtype(self.dtype).name,
             "implementation": "Flax linen model, jax.jit train step with the state donated, "
-            + ("optax AdamW, linear warm-up" if self._is_llm() else "optax SGD momentum"),
+            + self.workload.optimizer_text,
             "step_compile": getattr(self, "compile_record", None),
-            **self._dataset(),
-            **self._layout(),
+            **self.workload.describe(),
         }
-
-    def _layout(self) -> dict:
-        strategy = getattr(self, "strategy", None)
-        return {"parallel_layout": strategy.layout} if strategy is not None and strategy.layout else {}
-
-    def _dataset(self) -> dict:
-        batches = getattr(self, "batches", None)
-        if batches is None:
-            return {}
-        from dlbench.data import tokens
-
-        pipeline = "numpy batches of packed byte-level tokens, seeded order per epoch, put on the devices"
-        return {"input_pipeline": pipeline, "dataset": tokens.header_record(batches.manifest)}

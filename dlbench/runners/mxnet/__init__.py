@@ -11,9 +11,9 @@ import sys
 
 from dlbench.runners import _cuda_wheels, _horovod
 from dlbench.runners.base import Runner as BaseRunner
-from dlbench.runners.mxnet import models, pipeline, strategies
+from dlbench.runners.mxnet import strategies
+from dlbench.runners.mxnet.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, Option, ProcessLayout, Strategy
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, SGD_MOMENTUM, sgd_lr
 
 # mxnet-cu112's libmxnet.so's CUDA libraries, dependencies first (envs/mxnet-cuda.in).
 CUDA_LIBRARIES = (
@@ -35,7 +35,7 @@ SYNC_MODES = ("waitall", "loss")
 CAPABILITIES = Capabilities(
     label="MXNet",
     colour="#1f77b4",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    models=WORKLOADS.models,  # what its workloads train (workloads.py)
     precisions=("fp32", "amp"),
     data=("synthetic", "real"),
     image_format="recordio",
@@ -129,18 +129,14 @@ class Runner(BaseRunner):
         spec, mx = self.spec, self.mx
         mx.random.seed(spec.seed, ctx="all")
         self._init_amp()
-        self.is_bert = spec.coords.model == "bert_base"
+        # The run's model kind picks its workload (workloads.py): network, data, optimizer, loss.
+        self.workload = workload = WORKLOADS(spec.coords.model)(spec, mx, self.ctxs)
         self.real_data = spec.coords.data == "real"
-        # Real data: a missing or empty dataset stops the run before the model is built.
-        self.data = None
-        if self.real_data and self.is_bert:
-            self.data = pipeline.TextPipeline(spec)
-            self.data.start(mx, self.ctxs, self.strategy.shard(spec))
-        elif self.real_data:
-            self.data = pipeline.ImagePipeline(spec)
-        self.net = net = models.build_net(mx, spec.coords.model, self.ctxs)
-        text_shape = self.data.shape if self.real_data and self.is_bert else None
-        self.replicas, self.masked = models.synthetic_batch(mx, spec, self.ctxs, text_shape)
+        if self.real_data:  # a missing or empty dataset stops the run before the model is built
+            workload.open_data(self.strategy.shard(spec))
+        self.data = workload.data
+        self.net = net = workload.net()
+        self.replicas = workload.synthetic_batch()
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
         # Deferred shapes: one forward pass fixes every parameter shape (in training mode,
         # so the cached graph is the one the steps use; no backward, no update).
@@ -149,17 +145,14 @@ class Runner(BaseRunner):
                 net(*inputs)
         mx.nd.waitall()
         self.params = sum(int(p.data(self.ctx).size) for p in net.collect_params().values() if p.grad_req != "null")
-        if self.is_bert:
-            optimizer, opt_args = "adam", {"learning_rate": ADAM_LR, "epsilon": ADAM_EPSILON}
-        else:
-            optimizer, opt_args = "sgd", {"learning_rate": sgd_lr(spec), "momentum": SGD_MOMENTUM}
+        optimizer, opt_args = workload.optimizer()
         self.trainer, self.step_batch = self.strategy.trainer(mx, net, optimizer, opt_args, spec, self.ctxs)
         on_cuda = spec.device == "cuda"
         if self.amp is not None and on_cuda:
             self.amp.init_trainer(self.trainer)  # dynamic loss scaling for float16
         self.scale_loss = self.amp is not None and on_cuda
-        if self.real_data and not self.is_bert:
-            self.data.start(mx, self.ctxs, self.strategy.shard(spec))
+        if self.real_data:
+            workload.start_data(self.strategy.shard(spec))
 
     def _init_amp(self) -> None:
         """mxnet.contrib.amp: bfloat16 on the CPU, float16 on CUDA. Must run before the model
@@ -180,9 +173,7 @@ class Runner(BaseRunner):
         return self.data.next() if self.real_data else None
 
     def _loss(self, inputs, labels):
-        if not self.is_bert:
-            return self.loss_fn(self.net(*inputs), labels[0])
-        return models.pretraining_loss(self.mx, self.loss_fn, self.net(*inputs), labels, self.masked)
+        return self.workload.loss(self.loss_fn, self.net, inputs, labels)
 
     def step(self, batch=None):
         mx = self.mx
@@ -229,7 +220,7 @@ class Runner(BaseRunner):
             "engine_worker_threads": int(os.environ["MXNET_CPU_WORKER_NTHREADS"]),
             "trainable_params": self.params,
             "amp_dtype": self.amp_dtype,
-            "model_variant": models.variant(self.spec.coords.model),
+            **self.workload.describe(),
             "sync": self.sync_mode,
         }
         if getattr(self, "real_data", False):

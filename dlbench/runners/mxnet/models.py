@@ -5,7 +5,7 @@ does not import MXNet."""
 from __future__ import annotations
 
 from dlbench.models import IMAGE_CLASSES
-from dlbench.workload import BERT_BASE, MAX_PREDICTIONS_PER_SEQ, MLM_WEIGHT_EPSILON
+from dlbench.workload import BERT_BASE, MLM_WEIGHT_EPSILON
 
 # model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
 ZOO_BUILDERS = {
@@ -17,21 +17,15 @@ ZOO_BUILDERS = {
 }
 
 
-def build_net(mx, model: str, ctxs):
-    """The model, initialised on every context and hybridized (one cached static graph)."""
-    net = define_net(mx, model)
-    if model == "bert_base":
-        net.initialize(mx.init.Normal(BERT_BASE["initializer_range"]), ctx=ctxs)
-    else:
-        net.initialize(_initializer(mx, model), ctx=ctxs)
+def initialised(mx, net, initializer, ctxs):
+    """`net` initialised on every context and hybridized (one cached static graph)."""
+    net.initialize(initializer, ctx=ctxs)
     net.hybridize(static_alloc=True, static_shape=True)
     return net
 
 
-def define_net(mx, model: str):
-    """The model's Gluon block, not initialised (its symbol gives shapes without memory)."""
-    if model == "bert_base":
-        return _bert_pretraining_class(mx)(BERT_BASE, prefix="bert_")
+def image_net(mx, model: str):
+    """The CNN's Gluon model-zoo block, not initialised (its symbol gives shapes without memory)."""
     from mxnet.gluon.model_zoo import vision
 
     name, v15 = ZOO_BUILDERS[model]
@@ -43,9 +37,19 @@ def define_net(mx, model: str):
     return net
 
 
-def variant(model: str) -> str:
-    if model == "bert_base":
-        return "own Gluon BERT-base pre-training (MLM + NSP, tied decoder)"
+def bert_net(mx):
+    """The BERT-base pre-training block, not initialised."""
+    return _bert_pretraining_class(mx)(BERT_BASE, prefix="bert_")
+
+
+def bert_initializer(mx):
+    return mx.init.Normal(BERT_BASE["initializer_range"])
+
+
+BERT_VARIANT = "own Gluon BERT-base pre-training (MLM + NSP, tied decoder)"
+
+
+def image_variant(model: str) -> str:
     name, v15 = ZOO_BUILDERS[model]
     return f"gluon.model_zoo.vision.{name}" + (" with stride on the 3x3 conv (v1.5)" if v15 else "")
 
@@ -74,7 +78,7 @@ def _global_final_pool(net) -> None:
             children[key] = nn.GlobalAvgPool2D()
 
 
-def _initializer(mx, model: str):
+def image_initializer(mx, model: str):
     """He/MSRA for the BatchNorm networks (Gluon's ImageNet recipes); Glorot uniform for VGG-16
     and AlexNet, which have no BatchNorm and diverge under He init with SGD lr 0.01."""
     if model in ("vgg16", "alexnet"):
@@ -181,28 +185,23 @@ def pretraining_loss(mx, loss_fn, logits, labels, masked: int):
     return mx.nd.broadcast_mul(slots.sum(axis=1), share) + loss_fn(nsp_logits, nsp_labels)
 
 
-def synthetic_batch(mx, spec, ctxs, text_shape=None):
-    """(inputs, labels) per context and the masked-LM width: created once on the first
-    context and copied to the others (every device the same batch, so the reduced update
-    equals a single-device run's). BERT: `text_shape` (length, masked) of the real data."""
-    ctx, b = ctxs[0], spec.batch
-    # The same on every rank (as in the PyTorch runner): a dist_sync update equals a single device's.
-    mx.random.seed(spec.seed, ctx=ctx)
-    masked = None
-    if spec.coords.model == "bert_base":
-        length, masked = text_shape or (spec.seq_len, min(MAX_PREDICTIONS_PER_SEQ, spec.seq_len))
-        inputs, labels = _bert_batch(mx, ctx, b, length, masked)
-    else:
-        size = spec.image_size
-        inputs = (mx.nd.random.normal(shape=(b, 3, size, size), ctx=ctx),)
-        labels = (mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32"),)
-    replicas = [(inputs, labels)] + [
+def image_batch(mx, spec, ctx):
+    """A synthetic image batch (normal noise) and its labels on `ctx`: ((images,), (labels,))."""
+    b, size = spec.batch, spec.image_size
+    inputs = (mx.nd.random.normal(shape=(b, 3, size, size), ctx=ctx),)
+    return inputs, (mx.nd.random.randint(0, IMAGE_CLASSES, shape=(b,), ctx=ctx).astype("float32"),)
+
+
+def replicated(inputs, labels, ctxs) -> list:
+    """[(inputs, labels)] per context: the first context's batch copied to the others (every
+    device the same batch, so the reduced update equals a single-device run's)."""
+    return [(inputs, labels)] + [
         (tuple(x.as_in_context(c) for x in inputs), tuple(y.as_in_context(c) for y in labels)) for c in ctxs[1:]
     ]
-    return replicas, masked
 
 
-def _bert_batch(mx, ctx, b: int, length: int, masked: int):
+def bert_batch(mx, ctx, b: int, length: int, masked: int):
+    """A synthetic pre-training batch on `ctx`: `masked` distinct masked-LM positions per sequence."""
     vocab = BERT_BASE["vocab_size"]
     ids = mx.nd.random.randint(0, vocab, shape=(b, length), ctx=ctx).astype("float32")
     types = mx.nd.concat(mx.nd.zeros((b, length // 2), ctx=ctx), mx.nd.ones((b, length - length // 2), ctx=ctx), dim=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.base import Workloads
 from dlbench.runners.plugin import Capabilities, Strategy
 
 # Checked 2026-11-23 with `pip index versions oneflow` and `pip download oneflow==0.9.0
@@ -20,10 +21,13 @@ UNAVAILABLE = (
     "and OneFlow's own wheel index is not reachable from here"
 )
 
+# No workload until a build exists: every model is unavailable.
+WORKLOADS = Workloads("oneflow")
+
 CAPABILITIES = Capabilities(
     label="OneFlow",
     colour="#8c564b",
-    models=(),
+    models=WORKLOADS.models,
     unavailable_models=dict.fromkeys(CATALOGUE, UNAVAILABLE),
     precisions=("fp32", "amp"),
     unavailable_devices={"cuda": UNAVAILABLE},

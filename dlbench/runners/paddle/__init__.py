@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 
-from dlbench.models import CATALOGUE
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
 from dlbench.runners.paddle.reasons import AMP_CPU_REASON
+from dlbench.runners.paddle.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, Strategy
 
 CAPABILITIES = Capabilities(
     label="PaddlePaddle",
     colour="#2ca02c",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    models=WORKLOADS.models,  # what its workloads train (workloads.py)
     precisions=("fp32", "amp"),
     cuda_only_precisions={"amp": AMP_CPU_REASON},
     # paddlepaddle-gpu 2.6.2, PyPI's newest CUDA build: the node needs CUDA 11.8 and cuDNN 8.6
@@ -51,47 +51,16 @@ class Runner(BaseRunner):
 
     def build(self) -> None:
         self.import_framework()
-        from dlbench.runners.paddle import train
-
         spec, paddle = self.spec, self.paddle
         paddle.set_device(f"gpu:{spec.dist.local_rank}" if spec.device == "cuda" else "cpu")
         if spec.dist.world_size > 1:
             paddle.distributed.init_parallel_env()
         self.real_data, self._last = spec.coords.data == "real", None
-        self.is_text = CATALOGUE[spec.coords.model]["kind"] == "text"
-        if self.is_text:
-            self._build_bert(train)
-        else:
-            self._build_cnn(train)
-
-    def _build_cnn(self, train) -> None:
-        spec = self.spec
-        size = spec.image_size
-        model, self.params = train.image_model(spec.coords.model, spec.seed)
-        self.trainer = train.Trainer(model, spec, train.optimizer(spec, model, False), train.image_loss)
-        self.prepare = self.trainer.normalised
-        if self.real_data:
-            from dlbench.runners.paddle import pipeline
-
-            self.batches = pipeline.forever(pipeline.image_loader(spec, size))
-        else:
-            # The same batch in every rank, as the other runners' synthetic data (the losses of
-            # a collective run are then the single-device run's: tests/frameworks/equivalence.py).
-            self.batch = train.synthetic_batch(spec.batch, size, spec.seed)
-
-    def _build_bert(self, train) -> None:
-        from dlbench.runners.paddle import bert
-
-        spec = self.spec
-        self.paddle.seed(spec.seed)
-        model = bert.BertForPreTraining()
-        self.params = sum(int(p.size) for p in model.parameters() if not p.stop_gradient)
-        self.trainer = train.Trainer(model, spec, train.optimizer(spec, model, True), bert.loss)
-        self.prepare = bert.fields
-        if self.real_data:
-            self.batches = bert.real_batches(spec)
-        else:
-            self.batch = bert.synthetic_batch(spec.batch, spec.seq_len, spec.seed)
+        # The run's model kind picks its workload (workloads.py): model, optimizer, loss, data.
+        self.workload = workload = WORKLOADS(spec.coords.model)(spec)
+        workload.build(paddle)
+        self.trainer, self.params, self.prepare = workload.trainer, workload.params, workload.prepare
+        self.batches, self.batch = workload.batches, workload.batch
 
     def next_batch(self):
         return next(self.batches) if self.real_data else None
@@ -133,11 +102,7 @@ class Runner(BaseRunner):
         if trainer is not None:
             info.update(trainable_params=self.params, **trainer.describe())
         if getattr(self, "real_data", False):
-            info["input_pipeline"] = (
-                "tokenised examples in memory, this rank's share"
-                if self.is_text
-                else f"paddle.io.DataLoader(DatasetFolder, workers={spec.data_workers}), RandomResizedCrop + flip"
-            )
+            info["input_pipeline"] = self.workload.input_pipeline
         return info
 
     def close(self) -> None:

@@ -39,11 +39,14 @@ def image_loss(model, images, labels):
     return paddle.nn.functional.cross_entropy(model(images).astype("float32"), labels)
 
 
-def optimizer(spec, model, text: bool):
-    """Adam for BERT, Momentum SGD for the CNNs (dlbench.workload's settings)."""
-    if text:
-        return paddle.optimizer.Adam(learning_rate=ADAM_LR, epsilon=ADAM_EPSILON, parameters=model.parameters())
+def momentum_sgd(spec, model):
+    """The CNNs' optimizer (dlbench.workload's settings)."""
     return paddle.optimizer.Momentum(learning_rate=sgd_lr(spec), momentum=SGD_MOMENTUM, parameters=model.parameters())
+
+
+def adam(model):
+    """BERT's optimizer (dlbench.workload's settings)."""
+    return paddle.optimizer.Adam(learning_rate=ADAM_LR, epsilon=ADAM_EPSILON, parameters=model.parameters())
 
 
 class Trainer:

@@ -5,23 +5,18 @@ Importing this package does not import torch."""
 
 from __future__ import annotations
 
-from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.models import CATALOGUE
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped
 from dlbench.runners.plugin import Capabilities, Option, Strategy
-from dlbench.runners.pytorch import clock, models, pipeline, strategies
+from dlbench.runners.pytorch import clock, strategies
 from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
-from dlbench.runners.pytorch.pipeline import use_dali
-from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
-
-LLMS = tuple(LLM_SHAPES)
+from dlbench.runners.pytorch.workloads import WORKLOADS
 
 CAPABILITIES = Capabilities(
     label="PyTorch",
     colour="#d62728",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base", *LLMS),
+    models=WORKLOADS.models,  # what its workloads train (workloads.py)
     precisions=("fp32", "amp"),
     data=("synthetic", "real"),
     image_format="imagefolder",
@@ -65,8 +60,7 @@ class Runner(BaseRunner):
         import torch  # noqa: F401
         import torchvision  # noqa: F401
 
-        if self.spec.coords.model == "bert_base":
-            import transformers  # noqa: F401
+        WORKLOADS(self.spec.coords.model).import_framework()
 
     def build(self) -> None:
         import torch
@@ -78,9 +72,9 @@ class Runner(BaseRunner):
         self.device = self._device()
         self.strategy = strategies.for_run(spec)
         self.strategy.start(spec, self.device)
-        self.is_text = CATALOGUE[spec.coords.model]["kind"] == "text"
-        self.is_llm = CATALOGUE[spec.coords.model]["kind"] == "llm"
-        model = self._model()
+        # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.
+        self.workload = WORKLOADS(spec.coords.model)(spec, torch, self.device)
+        model = self.workload.model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
         model = self.strategy.wrap_model(model, spec, self.device)
         if spec.compile:
@@ -88,14 +82,13 @@ class Runner(BaseRunner):
             model = torch.compile(model, dynamic=False)
         self.model = model.train()
         self.real_data = spec.coords.data == "real"
-        self.dali = False
-        amp = spec.coords.precision == "amp"
         on_cuda = self.device.type == "cuda"
-        # LLMs autocast to bfloat16 on CUDA too (no loss scaling), as they are pre-trained.
-        self.autocast_dtype = (torch.float16 if on_cuda and not self.is_llm else torch.bfloat16) if amp else None
+        amp = spec.coords.precision == "amp"
+        self.autocast_dtype = self.workload.autocast_dtype(on_cuda) if amp else None
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self._optimizer()
-        self._inputs(torch.Generator().manual_seed(spec.seed))
+        generator = torch.Generator().manual_seed(spec.seed)
+        self.batches = self.workload.inputs(generator, self.strategy, self.real_data)
         # On CUDA, steps are timed by events and the queue drained at the window's ends only
         # (docs/gpu.md); benchmarks/gpu_check.py sets it False to measure per-step sync's cost.
         self.window_sync = on_cuda
@@ -108,31 +101,9 @@ class Runner(BaseRunner):
         torch.backends.cudnn.benchmark = True
         return torch.device("cuda", spec.dist.local_rank)
 
-    def _model(self):
-        if self.is_llm:
-            from dlbench.runners.pytorch import llm
-
-            # Built where it trains: Llama 3.2 1B's random init takes 16 s on two host
-            # cores, then the copy; a GPU draws it in a moment.
-            with self.torch.device(self.device):
-                return llm.Llama(self.spec.coords.model)
-        if self.is_text:
-            return models.bert_for_pretraining().to(self.device)
-        model = models.image_model(self.spec.coords.model)
-        return model.to(self.device, memory_format=self.torch.channels_last)
-
     def _optimizer(self) -> None:
-        torch, params = self.torch, self.model.parameters()
-        self.schedule = None
-        if self.is_llm:
-            from dlbench.runners.pytorch import llm
-
-            optimizer, self.schedule = llm.optimizer(params, compiled=self.spec.compile)
-        elif self.is_text:
-            optimizer = torch.optim.Adam(params, lr=ADAM_LR, foreach=True)
-        else:
-            optimizer = torch.optim.SGD(params, lr=sgd_lr(self.spec), momentum=SGD_MOMENTUM, foreach=True)
-            self.loss_fn = torch.nn.CrossEntropyLoss()
+        torch = self.torch
+        optimizer, self.schedule = self.workload.optimizer(self.model.parameters(), self.spec.compile)
         self.optimizer = self.strategy.wrap_optimizer(optimizer, self.model)
         self.optimizer_step = self.optimizer.step
         # Inductor fuses the foreach update into one kernel; a strategy's own optimizer
@@ -142,39 +113,6 @@ class Runner(BaseRunner):
         if self.compiled_optimizer:
             self.optimizer_step = torch.compile(self.optimizer.step, dynamic=False)
 
-    def _inputs(self, generator) -> None:
-        """The synthetic batch on the device, or the real-data pipeline."""
-        torch, spec = self.torch, self.spec
-        if self.is_llm:
-            from dlbench.runners.pytorch import llm
-
-            if self.real_data:
-                loader, self.dataset = pipeline.token_loader(spec, self.device, self.strategy.data_shard(spec))
-                self.batches = pipeline.forever(loader)
-            else:
-                self.tokens = llm.tokens(spec, generator, self.strategy.data_shard(spec)).to(self.device)
-            return
-        if self.is_text:
-            if self.real_data:
-                self.batches = pipeline.forever(pipeline.text_loader(spec, self.device))
-            else:
-                batch = models.pretraining_batch(torch, spec, generator)
-                self.inputs = {k: v.to(self.device) for k, v in batch.items()}
-            return
-        size = spec.image_size
-        if self.real_data:
-            self.dali = use_dali(spec.device, spec.options["dali"])
-            if self.dali:
-                self.batches = pipeline.dali_loader(spec, size)
-            else:
-                self.batches = pipeline.forever(pipeline.image_loader(spec, self.device, size))
-            self.mean = torch.tensor(IMAGENET_MEAN, device=self.device).view(1, 3, 1, 1)
-            self.std = torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1)
-        else:
-            images, labels = models.image_batch(torch, spec, size, generator)
-            self.images = images.to(self.device).contiguous(memory_format=torch.channels_last)
-            self.labels = labels.to(self.device)
-
     def next_batch(self):
         if not self.real_data:
             return None
@@ -182,21 +120,9 @@ class Runner(BaseRunner):
         return [t.to(self.device, non_blocking=True) for t in batch]
 
     def _loss(self, batch=None):
-        if self.is_llm:
-            from dlbench.runners.pytorch import llm
-
-            return llm.loss(self.model, self.tokens if batch is None else batch[0])
-        if self.is_text:
-            inputs = dict(self.inputs) if batch is None else dict(zip(models.PRETRAINING_FIELDS, batch, strict=True))
-            labels, next_sentence = inputs.pop("labels"), inputs.pop("next_sentence_label")
-            return models.pretraining_loss(self.torch, self.model(**inputs), labels, next_sentence)
-        if batch is None:
-            return self.loss_fn(self.model(self.images), self.labels)
-        images, labels = batch
-        images = images.contiguous(memory_format=self.torch.channels_last)
-        if not self.dali:  # DALI batches arrive normalised
-            images = images.float().sub_(self.mean).div_(self.std)
-        return self.loss_fn(self.model(images), labels)
+        """The workload's loss of `batch` (None: the synthetic batch); dlbench.analysis.flops
+        counts a step's FLOPs through it."""
+        return self.workload.loss(self.model, batch)
 
     def step(self, batch=None):
         torch = self.torch
@@ -264,14 +190,14 @@ class Runner(BaseRunner):
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
-            "memory_format": None if self.is_text or self.is_llm else "channels_last",
+            **self.workload.describe(),
             "compute_dtype": str(compute_dtype).removeprefix("torch."),
             "torch_compile": self._compiled(),
         }
         if getattr(self, "real_data", False):
-            info["input_pipeline"] = self._input_pipeline()
-        if getattr(self, "dataset", None) is not None:
-            info["dataset"] = self.dataset
+            info["input_pipeline"] = self.workload.input_pipeline()
+        if self.workload.dataset is not None:
+            info["dataset"] = self.workload.dataset
         if self.strategy.layout:
             info["parallel_layout"] = self.strategy.layout
         if self.device.type == "cuda":
@@ -282,15 +208,6 @@ class Runner(BaseRunner):
         if not self.spec.compile:
             return None
         return "model and optimizer step" if getattr(self, "compiled_optimizer", False) else "model"
-
-    def _input_pipeline(self) -> str:
-        if self.is_llm:
-            return "DataLoader over packed byte-level tokens in memory"
-        if self.is_text:
-            return "DataLoader over tokenised examples in memory"
-        if self.dali:
-            return f"NVIDIA DALI (nvJPEG mixed decode, random crop, flip; {self.spec.data_workers} threads)"
-        return f"DataLoader(ImageFolder, workers={self.spec.data_workers}), RandomResizedCrop + flip"
 
     def close(self) -> None:
         if getattr(self, "strategy", None) is not None:

@@ -12,7 +12,7 @@ import os
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, Option, ProcessLayout, Strategy
-from dlbench.runners.tensorflow import models, strategies
+from dlbench.runners.tensorflow import strategies
 from dlbench.runners.tensorflow.bert import bert_model as _bert_model
 from dlbench.runners.tensorflow.cluster import (
     RENDEZVOUS_TIMEOUT_S,
@@ -24,6 +24,7 @@ from dlbench.runners.tensorflow.cluster import (
     tf_config,
     wait_for_servers,
 )
+from dlbench.runners.tensorflow.models import WORKLOADS
 from dlbench.runners.tensorflow.parameter_server import PS_STEP  # importing it binds its strategy class
 from dlbench.runners.tensorflow.pipeline import bert_dataset, find_corrupt_record, image_dataset, image_pipeline_text
 from dlbench.workload import BERT_BASE
@@ -32,6 +33,7 @@ __all__ = [
     "BERT_BASE",
     "PS_STEP",
     "RENDEZVOUS_TIMEOUT_S",
+    "WORKLOADS",
     "Runner",
     "_bert_model",
     "bert_dataset",
@@ -58,7 +60,7 @@ def _replicated(name: str, how: str, **kwargs) -> Strategy:
 CAPABILITIES = Capabilities(
     label="TensorFlow",
     colour="#ff8f00",
-    models=("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet", "bert_base"),
+    models=WORKLOADS.models,  # what its workloads train (models.py)
     precisions=("fp32", "amp"),
     data=("synthetic", "real"),
     image_format="tfrecord",
@@ -139,7 +141,8 @@ class Runner(BaseRunner):
         # Samples one step trains over all replicas; losses are averaged over it (gradients
         # are summed across replicas). Horovod averages gradients itself: its loss is local.
         self.global_batch = spec.batch * strategy.replicas(spec)
-        self.workload = models.for_run(spec)
+        # The run's model kind picks its workload (models.py): model, optimizer, data, loss.
+        self.workload = WORKLOADS(spec.coords.model)(spec)
         with distribution.scope():
             self.model, self.optimizer, self.loss_scaling = self.workload.build(
                 keras, tf, self.policy, strategy.mirrored

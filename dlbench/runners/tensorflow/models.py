@@ -1,10 +1,12 @@
-"""The TensorFlow runner's two workloads, one object each: the model and its optimizer, the
-synthetic batch, the per-example loss and the real data (docs/frameworks/tensorflow.md).
+"""The TensorFlow runner's workloads, one object per model kind (dlbench.runners.base.Workload):
+the model and its optimizer, the synthetic batch, the per-example loss and the real data
+(docs/frameworks/tensorflow.md); the runner drives the one `WORKLOADS(model)` names.
 TensorFlow and Keras are passed in: importing this module imports neither."""
 
 from __future__ import annotations
 
 from dlbench.models import IMAGE_CLASSES
+from dlbench.runners.base import Workload, Workloads
 from dlbench.runners.tensorflow import pipeline
 from dlbench.runners.tensorflow.bert import bert_model
 from dlbench.workload import (
@@ -21,9 +23,15 @@ from dlbench.workload import (
 # Keras's mixed-precision policy → the TF-native CNNs' compute dtype.
 _COMPUTE_DTYPE = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 
+WORKLOADS = Workloads("tensorflow")
 
-class ImageClassification:
+
+@WORKLOADS.registers
+class ImageClassification(Workload):
     """A TF-native CNN (dlbench.runners.tensorflow.cnn) with momentum SGD on 1000 classes."""
+
+    kind = "image"
+    models = ("resnet50", "resnet152", "vgg16", "inception_v3", "alexnet")  # cnn.ImageModel's
 
     implementation = (
         "TensorFlow-native ops (tf.nn.conv2d, FusedBatchNormV3, NHWC; no conv bias before batch norm), "
@@ -78,12 +86,13 @@ class ImageClassification:
     def real_data(self, tf) -> pipeline.ImageRecords:
         return pipeline.ImageRecords(tf, self.spec, self.size)
 
-    def describe(self) -> dict:
-        return {}
 
-
-class BertPretraining:
+@WORKLOADS.registers
+class BertPretraining(Workload):
     """BERT-base pre-training (masked LM + next sentence) with Adam, in Keras layers."""
+
+    kind = "text"
+    models = ("bert_base",)
 
     implementation = "Keras model, Keras optimizer"
 
@@ -140,8 +149,3 @@ class BertPretraining:
 
     def describe(self) -> dict:
         return {"bert_config": dict(BERT_BASE, seq_len=self.spec.seq_len)}
-
-
-def for_run(spec):
-    """The workload object of `spec`'s model."""
-    return BertPretraining(spec) if spec.coords.model == "bert_base" else ImageClassification(spec)
