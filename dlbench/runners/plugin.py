@@ -93,6 +93,9 @@ class Strategy:
     # Splits each LLM block over a node's devices (tensor parallel size = devices per node):
     # LLMs only, checked at planning time against the model's heads (dlbench.llm).
     tensor_parallel: bool = False
+    # Shards the parameters, gradients and optimizer state over the data-parallel ranks (FSDP,
+    # ZeRO-3): what a rank holds, for planning's memory estimate (dlbench.planning.fit).
+    shards_state: bool = False
     # The model kinds (CATALOGUE's "image", "text", "llm") it trains; empty: every kind. A
     # model of another kind is an N/A cell with `kind_reason`.
     model_kinds: tuple[str, ...] = ()
@@ -116,7 +119,7 @@ class Strategy:
                 _fail(owner, name, "expected text")
         if not self.description or "\n" in self.description:
             _fail(owner, "description", "expected one line")
-        for name in ("single_node", "tensor_parallel"):
+        for name in ("single_node", "tensor_parallel", "shards_state"):
             if not isinstance(getattr(self, name), bool):
                 _fail(owner, name, "expected True or False")
 

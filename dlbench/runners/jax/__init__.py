@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
             "sharded on its largest divisible dimension, XLA's GSPMD all-gathering weights and reduce-scattering "
             "gradients in the step",
             layout=ProcessLayout.PER_NODE,
+            shards_state=True,
             model_kinds=("llm",),
             kind_reason="its sharding rules are written for the Llama's parameters",
         ),
@@ -50,6 +51,7 @@ CAPABILITIES = Capabilities(
             "heads and FFN split, the vocabulary too), FSDP across nodes, partitioned by XLA's GSPMD",
             layout=ProcessLayout.PER_NODE,
             tensor_parallel=True,
+            shards_state=True,
             model_kinds=("llm",),
             kind_reason="its sharding rules are written for the Llama's parameters",
         ),

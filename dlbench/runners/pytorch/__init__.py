@@ -32,12 +32,14 @@ CAPABILITIES = Capabilities(
             "fsdp",
             "PyTorch FSDP2 (fully_shard, each Llama block a unit): parameters, gradients and optimizer state "
             "sharded over the devices, gathered per unit for its forward and backward (gloo on CPU, NCCL on GPU)",
+            shards_state=True,
         ),
         Strategy(
             "fsdp_tp",
             "PyTorch 2-D DeviceMesh: tensor parallelism over a node's devices (each Llama block's heads and "
             "FFN split, ColwiseParallel/RowwiseParallel), FSDP2 across nodes (gloo on CPU, NCCL on GPU)",
             tensor_parallel=True,
+            shards_state=True,
         ),
         # Horovod does not build against the locked torch (README, Strategies): its cells say why.
         _horovod.strategy(),
