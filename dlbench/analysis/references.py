@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.columns import col
+from dlbench.analysis.columns import col, read_cells
 from dlbench.coords import CELL_FIELDS
 
 # Names the published sources use for our models and precisions.
@@ -101,7 +101,7 @@ def compare_baseline(cells: pd.DataFrame, baseline: pd.DataFrame, label: str, to
 def compare(cells: pd.DataFrame, settings: dict, published_path: str) -> pd.DataFrame:
     parts = [compare_published(cells, load_published(published_path), settings["hardware"], settings["tolerance"])]
     if settings.get("baseline"):
-        baseline = pd.read_csv(settings["baseline"], dtype={col.batch: str})
+        baseline = read_cells(settings["baseline"])  # a baseline run's cells.csv
         parts.append(compare_baseline(cells, baseline, settings["baseline"], settings["tolerance"]))
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
