@@ -40,7 +40,6 @@ def repeats_by_cell(runs: pd.DataFrame | None) -> dict[CellKey, np.ndarray]:
     if runs is None or runs.empty or col.throughput not in runs:
         return {}
     ok = runs[(runs[col.status] == "ok") & runs[col.throughput].map(stats.finite)]
-    ok = ok.assign(batch=ok[col.batch].astype(str))
     return {
         CellKey(*(str(v) for v in key)): group[col.throughput].to_numpy(dtype=float)
         for key, group in ok.groupby(CELL_FIELDS, sort=False)

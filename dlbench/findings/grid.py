@@ -109,7 +109,7 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
     if references is None or references.empty:
         return []
     out = []
-    refs = references[references["ratio"].map(finite)].assign(batch=lambda r: r[col.batch].astype(str))
+    refs = references[references["ratio"].map(finite)]
     for kind, rows in refs.groupby("kind", sort=True):
         tally = []
         for verdict in ("within", "slower", "faster"):
@@ -141,5 +141,4 @@ def findings(cells: pd.DataFrame, noisy_cv: float = 0.1, runs: pd.DataFrame | No
     without it every comparison says it is uncertain)."""
     if cells.empty:
         return []
-    cells = cells.assign(batch=cells[col.batch].astype(str))
     return [*status(cells), *noise(cells, noisy_cv), *comparing(cells, runs, noisy_cv)]

@@ -135,7 +135,6 @@ def render(
     if not cells.empty:
         # Read back from CSV, n and repeats are floats where an N/A cell has none.
         cells = cells.assign(
-            batch=cells[col.batch].astype(str),
             n=cells[col.n].fillna(0).astype(int),
             repeats=cells[col.repeats].fillna(0).astype(int),
         )

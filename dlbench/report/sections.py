@@ -313,8 +313,7 @@ def published_vs_measured(references: pd.DataFrame | None, settings: dict, found
     }
     if references.empty:
         return out
-    refs = references.assign(batch=references[col.batch].astype(str))
-    refs = refs.sort_values(["kind", col.model, col.devices, col.framework, "source"], kind="stable")
+    refs = references.sort_values(["kind", col.model, col.devices, col.framework, "source"], kind="stable")
     out["rows"] = [_reference_row(r) for _, r in refs.iterrows()]
     plotted = refs[refs["ratio"].map(finite)]
     if not plotted.empty:
