@@ -21,6 +21,9 @@ from tests.conftest import REPO
 
 SCANNED = ("dlbench/analysis", "dlbench/report", "dlbench/plots", "dlbench/findings", "dlbench/campaigns")
 CONTRACT = REPO / "dlbench" / "analysis" / "columns.py"
+# Runs in a framework's environment (the FLOPs rule: no pandas, no yaml there); its keys are a
+# FLOPs count's, not a table's.
+FRAMEWORK_SIDE = REPO / "dlbench" / "analysis" / "flops.py"
 # Keys of other records that share a column's name: a step-log header or footer, a protocol, a
 # manifest, a FLOPs count, a repeat decision, the report's context.
 OTHER_RECORDS = re.compile(
@@ -80,7 +83,16 @@ def column_literals(path: Path) -> list[tuple[ast.Constant, str]]:
 
 
 def scanned_modules() -> list[Path]:
-    return [p for folder in SCANNED for p in sorted((REPO / folder).rglob("*.py")) if p != CONTRACT]
+    found = [p for folder in SCANNED for p in sorted((REPO / folder).rglob("*.py"))]
+    return [p for p in found if p not in (CONTRACT, FRAMEWORK_SIDE)]
+
+
+def test_the_framework_side_module_does_not_import_the_contract():
+    """dlbench.analysis.flops runs with a framework's Python, which has no pandas or yaml."""
+    tree = ast.parse(FRAMEWORK_SIDE.read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not imported & {"dlbench.analysis.columns", "pandas", "yaml"}, imported
 
 
 def test_no_module_outside_the_contract_names_a_column_by_string():

@@ -14,7 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-from dlbench.analysis.columns import col
 from dlbench.coords import RunCoords
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.runners.base import RunSpec
@@ -38,9 +37,9 @@ def count(model: str, image_size: int, seq_len: int) -> dict:
         loss = runner._loss()
         loss.backward()
     return {
-        col.model: model,
-        col.image_size: image_size if CATALOGUE[model]["kind"] == "image" else None,
-        col.seq_len: seq_len if CATALOGUE[model]["kind"] == "text" else None,
+        "model": model,
+        "image_size": image_size if CATALOGUE[model]["kind"] == "image" else None,
+        "seq_len": seq_len if CATALOGUE[model]["kind"] == "text" else None,
         "train_flops_per_sample": counter.get_total_flops() / COUNT_BATCH,
         "counted_with": f"torch {torch.__version__} FlopCounterMode, forward + backward, optimizer excluded",
     }
@@ -52,9 +51,9 @@ def llm_count(model: str, seq_len: int) -> dict:
     from dlbench import llm
 
     return {
-        col.model: model,
-        col.image_size: None,
-        col.seq_len: seq_len,
+        "model": model,
+        "image_size": None,
+        "seq_len": seq_len,
         "train_flops_per_sample": llm.train_flops_per_token(model, seq_len),
         "counted_with": "PaLM appendix B: 6 x matmul parameters + 12 x layers x hidden x seq_len, per token",
     }
@@ -72,7 +71,7 @@ def main() -> None:
         result = count(args.model, image_size, seq_len)
     except Exception as exc:  # e.g. AlexNet below ~63 px: the report shows no FLOPs, not no report
         print(f"dlbench.analysis.flops: {args.model}: cannot count FLOPs: {exc}", file=sys.stderr)
-        result = {col.model: args.model, "train_flops_per_sample": None, "error": str(exc)[-500:]}
+        result = {"model": args.model, "train_flops_per_sample": None, "error": str(exc)[-500:]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 
