@@ -64,7 +64,7 @@ def page_sections(context: dict) -> list[dict]:
         ("summary", "Summary", True),
         ("method", "Test method", True),
         ("environment", "Environment", True),
-        (col.prescreen, "Communication prescreen", context["prescreen"]),
+        ("prescreen", "Communication prescreen", context["prescreen"]),  # not a column: a section
         ("reading", "How to read the tables", True),
         ("models", [(m["id"], m["title"]) for m in models], bool(models)),
         ("checks", "Measurement checks", context["checks"]),
@@ -85,12 +85,12 @@ def grid_size(cells: pd.DataFrame) -> dict | None:
     factors = [
         (len(set(cells[column])), noun)
         for column, noun in (
-            (col.framework, col.framework),
-            (col.model, col.model),
+            (col.framework, "framework"),  # not a column: its noun
+            (col.model, "model"),  # not a column: its noun
             (col.batch, "batch size"),
             (col.data, "kind of data"),
-            (col.precision, col.precision),
-            (col.scale, col.scale),
+            (col.precision, "precision"),  # not a column: its noun
+            (col.scale, "scale"),  # not a column: its noun
         )
     ]
     product = 1
