@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from dlbench import llm
 from dlbench import protocol as protocols
 from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
-from dlbench.models import CATALOGUE
+from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.planning import fit
 from dlbench.runners import capabilities, device_unavailable, framework_names, strategy_unavailable
 
 
@@ -114,6 +115,20 @@ def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> 
     return None
 
 
+def _unfit(config: dict, strategy, model: str, precision: str, batch: str, scale: str) -> str | None:
+    """An LLM cell whose ranks' estimated memory exceeds the device's (dlbench.planning.fit)."""
+    device_gib = fit.device_memory_gib(config.get("run", {}))
+    if device_gib is None or CATALOGUE[model]["kind"] != llm.KIND or not str(batch).isdigit():
+        return None
+    run = config.get("run", {})
+    _, seq_len = resolved_sizes(model, 0, run.get("seq_len", 0))
+    sharding = fit.Sharding.of(
+        scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state)
+    )
+    needed = fit.estimate_gib(model, precision, int(batch), seq_len, sharding, run.get("device", "cpu"))
+    return fit.unfit_reason(needed, device_gib)
+
+
 def expand(config: dict) -> Grid:
     check_semantics(config)
     grid = config["grid"]
@@ -160,8 +175,23 @@ def expand(config: dict) -> Grid:
                 or caps.strategy(strategy).model_unavailable(model)
                 or _tensor_parallel_problem(fw, strategy, model, scale)
             )
+            why = why or _unfit(config, caps.strategy(strategy), model, precision, batch, scale)
             if why:
                 unavailable[cell] = why
                 continue
             runs.extend(RunCoords(**values, repeat=r) for r in range(1, protocols.planned_repeats(proto) + 1))
     return Grid(runs=runs, unavailable=unavailable, protocol=proto)
+
+
+def unavailable_lines(experiment: Grid, limit: int = 20) -> list[str]:
+    """What planning tells before anything runs: the N/A cells, one line per cell up to `limit`."""
+    if not experiment.unavailable:
+        return []
+    lines = [f"{len(experiment.unavailable)} cell(s) N/A before anything runs (their reasons are in cells.csv):"]
+    for cell, why in sorted(experiment.unavailable.items())[:limit]:
+        lines.append(
+            f"  {cell.framework} {cell.model} {cell.precision} bs{cell.batch} {cell.scale} {cell.strategy}: {why}"
+        )
+    if len(experiment.unavailable) > limit:
+        lines.append(f"  ... and {len(experiment.unavailable) - limit} more")
+    return lines

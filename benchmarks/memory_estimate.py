@@ -1,0 +1,83 @@
+"""Planning's memory estimate (dlbench/planning/fit.py) against the peaks runs measure.
+
+    .venvs/analysis/bin/python benchmarks/memory_estimate.py [--seq 1024] [--base-seq 16]
+
+Each case is a real run of the launcher (llama_small, fp32, CPU ranks) at two sequence
+lengths; a rank's peak is its measured window's peak RSS (the step-log footer's
+window_rss_mb, max over ranks). The peak holds the framework's own resident memory, which
+the estimate leaves out on the CPU, so beside the whole peak the table gives the growth
+from --base-seq to --seq, measured and estimated: the terms that scale with the tokens
+(activations and logits), free of that constant. On a GPU the device script's footers
+(device_memory) give the allocator's peak instead (docs/memory.md has both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dlbench.coords import RunCoords  # noqa: E402
+from dlbench.launch import LaunchRequest  # noqa: E402
+from dlbench.planning import fit  # noqa: E402
+from dlbench.protocol import RunProtocol  # noqa: E402
+from dlbench.runners import capabilities  # noqa: E402
+from dlbench.steplog import rank_log_name, read_steplog  # noqa: E402
+
+CASES = [("pytorch", "single", "1x1"), ("pytorch", "ddp", "1x2"), ("pytorch", "fsdp", "1x2"), ("jax", "single", "1x1")]
+MIB = 2**20
+
+
+def measured_peak_mib(framework: str, strategy: str, scale: str, batch: int, seq_len: int, threads: int) -> float:
+    coords = RunCoords(framework, "llama_small", "fp32", "synthetic", str(batch), scale, strategy, 1)
+    with tempfile.TemporaryDirectory() as root:
+        run_dir = Path(root) / coords.run_dir
+        request = LaunchRequest(
+            coords, RunProtocol("caict2020", 1, 3, "mean"), str(run_dir), seq_len=seq_len, threads=threads,
+            progress_every=0,
+        )  # fmt: skip
+        python = REPO / ".venvs" / framework / "bin/python"
+        cmd = [str(python), "-m", "dlbench.launch", *request.to_argv()]
+        subprocess.run(cmd, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=True)
+        peaks = []
+        for rank in range(int(scale.split("x")[1])):
+            log = read_steplog(run_dir / rank_log_name(rank))
+            if log.status != "ok":
+                raise RuntimeError(f"{coords.run_dir} rank {rank}: {log.status} {log.footer}")
+            peaks.append(log.footer["window_rss_mb"])
+        return max(peaks)
+
+
+def estimated_mib(framework: str, strategy: str, scale: str, batch: int, seq_len: int) -> float:
+    record = capabilities(framework).strategy(strategy)
+    sharding = fit.Sharding.of(scale, bool(record and record.tensor_parallel), bool(record and record.shards_state))
+    return fit.estimate_bytes("llama_small", "fp32", batch, seq_len, sharding, "cpu")["total"] / MIB
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--base-seq", type=int, default=16)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    print(f"llama_small fp32, batch {args.batch}, CPU ranks; MiB per rank (window peak RSS, max over ranks)")
+    print("case                    est@seq  meas@seq  est growth  meas growth  growth error")
+    for framework, strategy, scale in CASES:
+        est = {s: estimated_mib(framework, strategy, scale, args.batch, s) for s in (args.base_seq, args.seq)}
+        got = {s: measured_peak_mib(framework, strategy, scale, args.batch, s, args.threads) for s in est}
+        grown_est, grown_got = est[args.seq] - est[args.base_seq], got[args.seq] - got[args.base_seq]
+        print(
+            f"{framework + ' ' + strategy + ' ' + scale:22s}  {est[args.seq]:7.0f}  {got[args.seq]:8.0f}  "
+            f"{grown_est:10.0f}  {grown_got:11.0f}  {grown_est / grown_got - 1:+12.1%}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
