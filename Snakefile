@@ -59,6 +59,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/prescreen.smk"
 include: "workflow/rules/repeats.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/profiles.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/audit.smk"
 

@@ -20,6 +20,10 @@ RUN_PATH_TEMPLATE = "{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{s
 RUN_DIR_TEMPLATE = "results/runs/" + RUN_PATH_TEMPLATE
 RUN_LOG_TEMPLATE = "logs/runs/" + RUN_PATH_TEMPLATE + ".log"
 
+# A cell's profiled run (config `profile`): repeat 0, beside the measured repeats 1..n, a few
+# steps under the framework's profiler; no table reads it (docs/report.md, Profiles).
+PROFILE_REPEAT = 0
+
 # The file Snakemake tracks per run (written by the launcher; raw rank logs sit beside it).
 RUN_RECORD = "launch.json"
 RUN_RECORD_TEMPLATE = RUN_DIR_TEMPLATE + "/" + RUN_RECORD

@@ -17,7 +17,7 @@ import time
 import traceback
 
 from dlbench import __version__
-from dlbench.launch import energy, host_memory
+from dlbench.launch import energy, host_memory, profiling
 from dlbench.models import samples_per_example
 from dlbench.protocol import RunProtocol
 from dlbench.runners import capabilities, framework_module
@@ -214,6 +214,8 @@ def run_rank(
     writer = None
     steps: list[dict] = []
     meter = host_memory.WindowPeak(energy.NotMeasured("the run ended before its measured window"))
+    profiled = profiling.is_profiled(spec.coords)
+    protocol = profiling.profiled_protocol(protocol) if profiled else protocol
     status, error = "ok", None
     start_time = _utc_now()
     try:
@@ -224,6 +226,8 @@ def run_rank(
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
         meter = host_memory.WindowPeak(energy.open_meter(spec.device, _local_device_indices(spec)))
+        if profiled:
+            meter = profiling.ProfiledWindow(meter, runner, log_path, spec.dist.rank)
         warmup, measured = protocol.warmup_steps, protocol.measured_steps
         steps = time_steps(runner, warmup, measured, progress_every, spec.dist.rank, meter)
     except BaseException as exc:  # every failure becomes a footer, never a lost log
@@ -248,6 +252,7 @@ def run_rank(
                 memory_cap_mb=memory_cap_mb or None,
                 energy=meter.record(),
                 **_device_memory(runner),
+                **_profile_record(meter, protocol),
             )
         except StepLogWriteError as exc:
             # What was written stays (no footer: never read as valid); the rank exits non-zero.
@@ -258,6 +263,11 @@ def run_rank(
             with contextlib.suppress(Exception):
                 runner.close()
     return status
+
+
+def _profile_record(meter, protocol: RunProtocol) -> dict:
+    """A profiled run's footer `profile` (dlbench.launch.profiling); nothing for any other run."""
+    return {"profile": meter.footer(protocol.measured_steps)} if isinstance(meter, profiling.ProfiledWindow) else {}
 
 
 def _device_memory(runner) -> dict:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlbench import llm
 from dlbench import protocol as protocols
-from dlbench.coords import SINGLE_DEVICE, CellKey, RunCoords, Scale
+from dlbench.coords import PROFILE_REPEAT, SINGLE_DEVICE, CellKey, RunCoords, Scale
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.planning import fit
 from dlbench.runners import capabilities, device_unavailable, framework_names, strategy_unavailable
@@ -28,6 +28,8 @@ class Grid:
     runs: list[RunCoords]
     unavailable: dict[CellKey, str]  # cells that are in the grid but cannot run, with why
     protocol: dict
+    # config `profile`: each cell's profiled run (repeat PROFILE_REPEAT), apart from `runs`
+    profiled: list[RunCoords] = field(default_factory=list)
 
     @property
     def run_protocol(self) -> protocols.RunProtocol:
@@ -180,7 +182,8 @@ def expand(config: dict) -> Grid:
                 unavailable[cell] = why
                 continue
             runs.extend(RunCoords(**values, repeat=r) for r in range(1, protocols.planned_repeats(proto) + 1))
-    return Grid(runs=runs, unavailable=unavailable, protocol=proto)
+    profiled = [] if not config.get("profile") else sorted({r.with_(repeat=PROFILE_REPEAT) for r in runs})
+    return Grid(runs=runs, unavailable=unavailable, protocol=proto, profiled=profiled)
 
 
 def unavailable_lines(experiment: Grid, limit: int = 20) -> list[str]:

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 PATH_VARIABLE = "DLBENCH_FRAMEWORK_PATH"
-_NOT_FRAMEWORKS = {"base", "plugin"}
+_NOT_FRAMEWORKS = {"base", "plugin", "profilers"}
 # Modules loaded from DLBENCH_FRAMEWORK_PATH get this prefix in sys.modules.
 _PLUGIN_PREFIX = "dlbench_plugins."
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from dlbench.coords import RunCoords
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.runners import capabilities
+from dlbench.runners.profilers import PROFILERS
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,12 @@ class Runner:
     def describe(self) -> dict:
         """Versions, device, parameter count and training FLOPs per sample where known."""
         return {}
+
+    def profiler(self, out_dir: str):
+        """The framework's profiler for a profiled run (its plug-in's `profiler`), writing
+        below `out_dir`; None where the plug-in declares none."""
+        name = capabilities(self.spec.coords.framework).profiler
+        return PROFILERS[name](out_dir, self.spec.device == "cuda") if name else None
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)

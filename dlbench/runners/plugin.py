@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from dlbench.coords import SAFE_NAME, SINGLE_DEVICE, Scale
 from dlbench.models import CATALOGUE
+from dlbench.runners.profilers import PROFILERS
 
 DATA_KINDS = ("synthetic", "real")
 # Dataset formats dlbench.planning.datasets knows how to lay out (and data.smk to convert to).
@@ -236,9 +237,14 @@ class Capabilities:
     # Its module has allreduce_times(dist, device, sizes, warmup, iterations, threads): it can
     # measure the communication prescreen (dlbench.launch.prescreen; docs/slurm.md).
     allreduce: bool = False
+    # The profiler a profiled run is traced with (dlbench.runners.profilers; config `profile`);
+    # empty: its profiled cells say that it has none.
+    profiler: str = ""
 
     def __post_init__(self) -> None:
         owner = "Capabilities"
+        if self.profiler and self.profiler not in PROFILERS:
+            _fail(owner, "profiler", f"{self.profiler!r} is none of {sorted(PROFILERS)}")
         for name in ("label", "colour", "image_format", "env"):
             if not isinstance(getattr(self, name), str):
                 _fail(owner, name, "expected text")

@@ -49,7 +49,8 @@ def get_final_output():
     tables = ["cells.md", "references.csv", "run_order.csv"]
     tables = [f"results/tables/{name}" for name in tables]
     figures = [f"results/figures/{name}.png" for name in ("throughput", "speedup")]
-    return ["results/report/index.html", *tables, *figures]
+    profiles = ["results/tables/profiles.csv"] if GRID.profiled else []
+    return ["results/report/index.html", *tables, *figures, *profiles]
 
 
 def all_run_records(wildcards=None):

@@ -22,6 +22,7 @@ CAPABILITIES = Capabilities(
         "bert_base": "the JAX runner has no Flax BERT yet",
     },
     precisions=("fp32", "amp"),
+    profiler="jax.profiler",  # a profiled run's trace (dlbench.runners.profilers)
     # Real data: the LLMs' packed tokens only (llm.TokenBatches); no image or text pipeline yet.
     data=("synthetic", "real"),
     real_data_unavailable={

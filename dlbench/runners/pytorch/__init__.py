@@ -46,6 +46,7 @@ CAPABILITIES = Capabilities(
     ),
     device_envs={"cuda": "pytorch-cuda"},  # envs/pytorch-cuda.txt (docs/gpu.md)
     allreduce=True,  # collectives.allreduce_times: the communication prescreen
+    profiler="torch.profiler",  # a profiled run's trace (dlbench.runners.profilers)
     options=(
         Option(
             "dali",

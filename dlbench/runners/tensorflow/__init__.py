@@ -83,6 +83,7 @@ CAPABILITIES = Capabilities(
     ),
     device_envs={"cuda": "tensorflow-cuda"},  # envs/tensorflow-cuda.txt (docs/gpu.md)
     options=(Option("inter_op_threads", 0, "TensorFlow's inter-op threads; 0: the process's cores, at least 2"),),
+    profiler="tf.profiler",  # a profiled run's trace (dlbench.runners.profilers)
 )
 
 
