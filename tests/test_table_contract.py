@@ -25,9 +25,9 @@ CONTRACT = REPO / "dlbench" / "analysis" / "columns.py"
 # FLOPs count's, not a table's.
 FRAMEWORK_SIDE = REPO / "dlbench" / "analysis" / "flops.py"
 # Keys of other records that share a column's name: a step-log header or footer, a protocol, a
-# manifest, a FLOPs count, a repeat decision, the report's context.
+# manifest, a FLOPs count, a repeat decision, the report's context, a footer's profile.
 OTHER_RECORDS = re.compile(
-    r"\b(header|headers|protocol|footer|manifest|counted|decision|context|provenance|parse_statistic)\b|^(h|p)\b"
+    r"\b(header|headers|protocol|footer|manifest|counted|decision|context|provenance|profile|parse_statistic)\b|^(h|p)\b"
 )
 PRAGMA = "# not a column"  # a line whose string names something else that shares a column's name
 COMMITTED = REPO / "campaigns" / "h100-resnet50-2026-11-26"

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.analysis.columns import col
+from dlbench.coords import CELL_FIELDS
+
 # The trace files a profiler leaves below a run directory (the first that exists is read).
 TRACE_PATTERNS = ("trace.json", "**/*.trace.json.gz", "**/*.pt.trace.json", "**/perfetto_trace.json.gz")
 TOP = 10
@@ -100,24 +103,23 @@ def cell_rows(run_dir: str | Path, cell: dict) -> list[dict]:
     profile = (log.footer or {}).get("profile") or {}
     base = {**cell, "profiler": profile.get("profiler") or "", "trace": ""}
     if log.status != "ok":
-        return [{**base, "reason": f"the profiled run ended {log.status}"}]
+        return [{**base, col.reason: f"the profiled run ended {log.status}"}]
     if not profile.get("profiler"):
-        return [{**base, "reason": profile.get("reason", "the run recorded no profile")}]
+        return [{**base, col.reason: profile.get("reason", "the run recorded no profile")}]
     trace = trace_file(Path(run_dir) / profile["directory"])
     if trace is None:
-        return [{**base, "reason": f"{profile['profiler']} wrote no Chrome trace (its trace opens in TensorBoard)"}]
+        return [{**base, col.reason: f"{profile['profiler']} wrote no Chrome trace (its trace opens in TensorBoard)"}]
     base["trace"] = str(trace.relative_to(Path(run_dir)))
-    return [{**base, **op, "reason": ""} for op in top_operations(trace, profile["steps"])]
+    return [{**base, **op, col.reason: ""} for op in top_operations(trace, profile["steps"])]
 
 
-COLUMNS = ["framework", "model", "precision", "data", "batch", "scale", "strategy", "profiler", "trace", "rank",
-           "operation", "self_ms_per_step", "share", "reason"]  # fmt: skip
+COLUMNS = [*CELL_FIELDS, "profiler", "trace", "rank", "operation", "self_ms_per_step", "share", col.reason]
 
 
 def table(profiled: list, root: str | Path = ".") -> pd.DataFrame:
     """profiles.csv: every profiled run's rows (`profiled`: the grid's RunCoords of repeat 0)."""
     rows = []
     for coords in profiled:
-        cell = {k: v for k, v in coords.as_dict().items() if k != "repeat"}
+        cell = {k: v for k, v in coords.as_dict().items() if k != col.repeat}
         rows += cell_rows(Path(root) / coords.run_dir, cell)
     return pd.DataFrame(rows, columns=COLUMNS)
