@@ -3,22 +3,30 @@ framework's own profiler over a cut window, and ranked by self time from the Chr
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
-from dlbench.analysis import profiles
+from dlbench.analysis import audit, profiles
+from dlbench.analysis.tables import csv_bytes
 from dlbench.coords import PROFILE_REPEAT, RunCoords
 from dlbench.launch import LaunchRequest
 from dlbench.planning import config as dlbench_config
+from dlbench.planning.grid import Grid
 from dlbench.protocol import RunProtocol
+from dlbench.report.profiles import profiles_section
 from dlbench.steplog import read_steplog
 from tests.conftest import framework_python
 
 REPO = Path(__file__).resolve().parent.parent
+H200_LOG = (
+    "campaigns/h200-llama1b-2026-11-27/results/runs/jax/llama3_1b/amp/synthetic/bs4/1x1/single/rep1/rank0.steps.jsonl"
+)
 
 
 def event(name, ts, dur, tid=1, cat="cpu_op"):
@@ -76,3 +84,55 @@ def test_a_profiled_run_leaves_a_trace_its_top_operations_come_from(tmp_path, fr
     rows = profiles.cell_rows(run_dir, {"framework": framework})
     assert len(rows) == profiles.TOP and not rows[0]["reason"] and rows[0]["trace"].startswith("profile/rank0/")
     assert sum(r["share"] for r in rows) <= 1.0 and rows[0]["self_ms_per_step"] >= rows[-1]["self_ms_per_step"] > 0
+
+
+def fixture_profiles(root: Path) -> dict:
+    """The report's profiles section from a profiles.csv of two frameworks' top operations (long
+    names included: XLA's and CUDA kernels' are) for one cell."""
+    rows = []
+    for framework, strategy, prefix in (("pytorch", "single", "aten::"), ("jax", "single", "fusion.")):
+        for rank in range(1, profiles.TOP + 1):
+            name = prefix + ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice" if rank == 3 else f"op{rank}")
+            trace = "profile/rank0/trace.json"
+            cell = {"framework": framework, "model": "resnet50", "precision": "fp32", "data": "synthetic", "batch": "8"}
+            rows.append({**cell, "scale": "1x1", "strategy": strategy, "profiler": f"{framework}.profiler",
+                         "trace": trace, "rank": rank, "operation": name, "self_ms_per_step": 10.0 / rank,
+                         "share": 0.5 / rank, "reason": ""})  # fmt: skip
+    tables = root / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=profiles.COLUMNS).to_csv(tables / profiles.PROFILES_FILE, index=False)
+    return profiles_section(tables)
+
+
+def test_the_report_shows_each_frameworks_top_operations_side_by_side(tmp_path):
+    section = fixture_profiles(tmp_path)
+    (group,) = section["groups"]
+    assert [c["head"] for c in group["columns"]] == ["JAX (single)", "PyTorch (single)"]
+    assert group["columns"][1]["ops"][0] == "aten::op1 — 10 ms (50%)"
+    link = "../runs/pytorch/resnet50/fp32/synthetic/bs8/1x1/single/rep0/profile/rank0/trace.json"
+    assert group["columns"][1]["link"] == link and len(group["rows"]) == profiles.TOP
+    assert profiles_section(tmp_path / "none") is None  # no profile: no section
+
+
+def test_the_audit_lists_the_profiles_and_catches_a_changed_ranking(tmp_path):
+    coords = RunCoords("jax", "llama_small", "fp32", "synthetic", "2", "1x1", "single", PROFILE_REPEAT)
+    run_dir = tmp_path / coords.run_dir
+    (run_dir / "profile/rank0").mkdir(parents=True)
+    trace = {"traceEvents": [event("dot.1", 0, 40), event("fusion.2", 50, 10)]}
+    (run_dir / "profile/rank0/vm.trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+    # a real run's log (the H200 campaign's), its coordinates and footer made this run's
+    lines = (REPO / H200_LOG).read_text().splitlines()
+    header, footer = json.loads(lines[0]), json.loads(lines[-1])
+    header["run"] = coords.as_dict()
+    footer["profile"] = {"profiler": "jax.profiler", "steps": 2, "directory": "profile/rank0", "traced": True}
+    (run_dir / "rank0.steps.jsonl").write_text("\n".join([json.dumps(header), *lines[1:-1], json.dumps(footer)]) + "\n")
+    table = profiles.table([coords], tmp_path)
+    assert list(table["operation"]) == ["dot.1", "fusion.2"] and list(table["self_ms_per_step"]) == [0.02, 0.005]
+    listed = profiles.listed_files([coords], tmp_path)
+    assert f"{coords.run_dir}/profile/rank0/vm.trace.json.gz" in listed
+    experiment, tables = Grid(runs=[], unavailable={}, protocol={}, profiled=[coords]), tmp_path / "tables"
+    tables.mkdir()
+    (tables / profiles.PROFILES_FILE).write_bytes(csv_bytes(table))
+    assert audit._profiles_problems(experiment, tables, tmp_path) == []
+    (tables / profiles.PROFILES_FILE).write_bytes(csv_bytes(table.assign(self_ms_per_step=1.0)))
+    assert "differs from the one ranked again" in audit._profiles_problems(experiment, tables, tmp_path)[0]

@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from dlbench import report
-from dlbench.analysis import environment
+from dlbench.analysis import environment, profiles
 from tests.conftest import REPO
+from tests.test_profiles import fixture_profiles
 from tests.test_report import PROTOCOL, REFERENCE_CONFIG, fixture_references, fixture_results
 
 CHROMIUM = os.environ.get("DLBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -313,9 +314,11 @@ def test_fixture_report_in_chromium(tmp_path, browser):
         environment=environment.table(runs, root),
         references=refs,
         generated="2026-01-02 03:04 UTC",
+        profiles=fixture_profiles(root),
     )
     (root / "index.html").write_text(html, encoding="utf-8")
     facts = check_report(browser, root / "index.html", SCREENSHOT_DIR / "screenshot-fixture.png")
+    assert browser.evaluate("document.querySelectorAll('table.profiles td').length") == 2 * profiles.TOP
     assert facts["tables"] == 3  # ResNet-50, VGG-16, BERT-base
     assert facts["images"] == 6  # the summary figure, two per measured model, the published-vs-measured one
 

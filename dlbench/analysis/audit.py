@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis import environment
+from dlbench.analysis import environment, profiles
 from dlbench.analysis.columns import col
 from dlbench.analysis.derive import CAMPAIGN_FILE, PRESCREEN_FILE, TABLE_FILES, derive, flops_counts
+from dlbench.analysis.tables import csv_bytes
 from dlbench.coords import CELL_FIELDS
 from dlbench.images import podman as images
 from dlbench.launch.container import lock_path, squashfs_lock_path
@@ -135,7 +136,18 @@ def audit(
             result.problems.append(f"{path} differs from the one recomputed from the raw logs")
     result.manifest = manifest(derived.runs)
     result.manifest["flops_inputs"] = {str(p): sha256_file(p) for p in sorted(map(str, flops_files))}
+    if experiment.profiled:
+        result.problems += _profiles_problems(experiment, tables_dir, root)
+        result.manifest["profiles"] = profiles.listed_files(experiment.profiled, root)
     return result
+
+
+def _profiles_problems(experiment: Grid, tables_dir: Path, root: Path) -> list[str]:
+    """profiles.csv against the one ranked again from the profiled runs' traces."""
+    path = tables_dir / profiles.PROFILES_FILE
+    if path.exists() and path.read_bytes() != csv_bytes(profiles.table(experiment.profiled, root)):
+        return [f"{path.resolve()} differs from the one ranked again from the profiled runs' traces"]
+    return []
 
 
 def write(result: AuditResult, manifest_path: Path, verdict_path: Path) -> None:

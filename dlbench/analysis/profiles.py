@@ -23,6 +23,7 @@ from dlbench.coords import CELL_FIELDS
 # The trace files a profiler leaves below a run directory (the first that exists is read).
 TRACE_PATTERNS = ("trace.json", "**/*.trace.json.gz", "**/*.pt.trace.json", "**/perfetto_trace.json.gz")
 TOP = 10
+PROFILES_FILE = "profiles.csv"  # beside cells.csv
 # Events that are no operation: the profiler's own spans, Python frames (jax's "$file:line"),
 # step markers, a host thread waiting for the device. They still nest (their children's time
 # is not theirs); they are not ranked.
@@ -114,6 +115,19 @@ def cell_rows(run_dir: str | Path, cell: dict) -> list[dict]:
 
 
 COLUMNS = [*CELL_FIELDS, "profiler", "trace", "rank", "operation", "self_ms_per_step", "share", col.reason]
+
+
+def listed_files(profiled: list, root: str | Path = ".") -> dict[str, str]:
+    """Every file the profiled runs left (logs and traces), with its sha256: the audit lists
+    them; no table is derived from them but profiles.csv."""
+    from dlbench.provenance import sha256_file
+
+    found = {}
+    for coords in profiled:
+        run_dir = Path(root) / coords.run_dir
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file()):
+            found[str(path.relative_to(root))] = sha256_file(path)
+    return found
 
 
 def table(profiled: list, root: str | Path = ".") -> pd.DataFrame:

@@ -21,6 +21,7 @@ from dlbench.report.campaigns import section as campaigns_section
 from dlbench.report.cells import finding_html
 from dlbench.report.checks import section as checks_section
 from dlbench.report.prescreen import section as prescreen_section
+from dlbench.report.profiles import profiles_section
 from dlbench.report.sections import method, model_sections, published_vs_measured, summary_figure
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -70,6 +71,7 @@ def page_sections(context: dict) -> list[dict]:
         ("checks", "Measurement checks", context["checks"]),
         ("references", "Published vs measured", context["references"]),
         ("campaigns", "Published campaigns", context["campaigns"]),
+        ("profiles", "Profiles", context["profiles"]),
     ]
     return [
         {"template": f"sections/{name}.html.j2", "nav": title if isinstance(title, list) else [(name, title)]}
@@ -129,6 +131,7 @@ def render(
     campaigns: dict | None = None,
     prescreen: dict | None = None,
     curves: pd.DataFrame | None = None,
+    profiles: dict | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
     (dlbench.analysis.environment); without it, what runs.csv says."""
@@ -165,6 +168,7 @@ def render(
         summary_findings=SUMMARY_FINDINGS,
         open_tables=OPEN_TABLES,
         prescreen=prescreen,
+        profiles=profiles,
     )
     return _template().render(**context, sections=page_sections(context))
 
@@ -216,6 +220,7 @@ def render_files(
         ),
         prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
         curves=_curves(Path(cells_path).parent / LOSSES_FILE),
+        profiles=profiles_section(Path(cells_path).parent),
     )
 
 

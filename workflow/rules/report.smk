@@ -10,6 +10,8 @@ rule report_document:
         environment="results/tables/environment.json",
         losses="results/tables/losses.csv",
         published=published_references(),
+        # config profile: the profiled runs' top operations (profiles.smk)
+        profiles=["results/tables/profiles.csv"] if GRID.profiled else [],
     output:
         html=report(
             "results/report/index.html",
