@@ -1,7 +1,7 @@
 """PyTorch runner: torchvision CNNs (SGD with momentum), Hugging Face BertForPreTraining
-(Adam), its own Llama (AdamW; llm.py, docs/frameworks/llm.md), DDP or FSDP2 across devices.
-docs/frameworks/pytorch.md explains the fast path, the input pipelines and the strategies.
-Importing this package does not import torch."""
+(Adam), its own Llama (AdamW; llm.py, docs/frameworks/llm.md), one workload object per model
+kind (workloads.py), DDP or FSDP2 across devices. docs/frameworks/pytorch.md explains the fast
+path, the input pipelines and the strategies. Importing this package does not import torch."""
 
 from __future__ import annotations
 
