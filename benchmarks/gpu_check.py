@@ -11,7 +11,7 @@ per-step sync, and a bare loop (model, SGD, autocast/GradScaler, no harness; syn
 only at its ends). It prints throughput, runner ÷ bare (median and interval: dlbench.analysis.stats
 where importable, else min–max), the cost of per-step sync against window sync, J/sample
 and average W from NVML's energy counter (dlbench.launch.energy) and MFU against the GPU's dense
-peak (dlbench.analysis.efficiency). Needs only the stdlib and torch with torchvision (the runner's
+peak (dlbench.devices). Needs only the stdlib and torch with torchvision (the runner's
 model definitions; + nvidia-ml-py if present): it runs with .venvs/pytorch-cuda's Python
 where that exists, else the Python that started it, and says which. Without a CUDA GPU (or
 torch, or torchvision) it exits 2 with the reason (unless --device cpu).
@@ -150,9 +150,9 @@ def energy_text(meter, throughput: float) -> str:
 
 
 def mfu_text(args, precision: str, throughput: float, device_name: str) -> str:
-    from dlbench.analysis import efficiency
+    from dlbench import devices
 
-    peak = efficiency.peak(device_name, precision)
+    peak = devices.peak(device_name, precision)
     if not args.flops_per_sample or peak is None:
         return "MFU: no FLOPs per sample (--flops-per-sample)" if peak else f"MFU: no peak known for {device_name}"
     return f"MFU {throughput * args.flops_per_sample / 1e12 / peak[0]:.1%} of {peak[1]}"

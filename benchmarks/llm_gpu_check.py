@@ -94,7 +94,7 @@ def ratio(reference: list[float], candidate: list[float]) -> dict:
 
 def efficiency(args, runner, tokens_per_s: float, meter) -> dict:
     from dlbench import llm
-    from dlbench.analysis.efficiency import peak
+    from dlbench.devices import peak
 
     name = runner.describe()["device_name"]
     flops = llm.train_flops_per_token(args.model, args.seq_len)

@@ -77,7 +77,18 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert packages <= set(STAGES) | CONTRACT_FOLDERS
     top = {p.stem for p in PACKAGE.glob("*.py")}
-    contracts = {"coords", "models", "llm", "workload", "protocol", "steplog", "provenance", "files", "labels"}
+    contracts = {
+        "coords",
+        "models",
+        "llm",
+        "workload",
+        "protocol",
+        "steplog",
+        "provenance",
+        "files",
+        "labels",
+        "devices",
+    }
     assert top == {"__init__", *contracts}
 
 
@@ -158,3 +169,31 @@ def test_a_workload_registry_takes_one_class_per_kind_of_that_kinds_models():
     for kind, models in (("image", ("alexnet",)), ("text", ("resnet50",)), ("moe", ("resnet50",)), ("llm", ())):
         with pytest.raises(ValueError, match="workload Other"):
             registry.registers(type("Other", (Workload,), {"kind": kind, "models": models}))
+
+
+# Snakemake behind one adapter (docs/architecture.md, "Planning's edge"): planning and every
+# stage below it import Snakemake's API through planning/snakemake_api.py alone.
+SNAKEMAKE_ADAPTER = PACKAGE / "planning" / "snakemake_api.py"
+
+
+def snakemake_importers(paths) -> list[str]:
+    """`file:line` of each import of Snakemake (function-level ones included)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "snakemake" or n.startswith("snakemake.") for n in names):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_snakemake_is_imported_through_its_adapter_alone(tmp_path):
+    below = [*PACKAGE.glob("*.py")]
+    for stage in ("planning", "images", "launch", "runners", "data"):
+        below += sorted((PACKAGE / stage).rglob("*.py"))
+    assert snakemake_importers(p for p in below if p != SNAKEMAKE_ADAPTER) == []
+    assert snakemake_importers([SNAKEMAKE_ADAPTER])  # the adapter does import it
+    planted = tmp_path / "planted.py"  # and a function-level import is found
+    planted.write_text("def f():\n    from snakemake.io import ancient\n")
+    assert snakemake_importers([planted]) == ["planted.py:2"]

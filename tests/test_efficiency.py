@@ -6,6 +6,7 @@ import types
 import pandas as pd
 import pytest
 
+from dlbench import devices
 from dlbench.analysis import efficiency, tables
 
 
@@ -38,9 +39,9 @@ def _measured(joules, window_s, too_short=False):
     ],
 )
 def test_peak_by_gpu_and_precision(name, precision, expected):
-    value, basis = efficiency.peak(name, precision)
+    value, basis = devices.peak(name, precision)
     assert value == expected and name in basis and "dense" in basis
-    assert efficiency.peak("cpu", precision) is None
+    assert devices.peak("cpu", precision) is None
 
 
 def test_run_energy_sums_ranks_and_divides_by_samples_and_the_longest_window():

@@ -1,11 +1,5 @@
 """Energy per sample, average power and MFU's basis: from the step logs' `energy` footers
-(dlbench.launch.energy) and a small table of NVIDIA GPUs' dense peaks. Analysis environment.
-
-Peaks are dense (no 2:4 sparsity) tensor-core TFLOP/s, from NVIDIA's datasheets: Tesla V100
-(SXM2 / PCIe), A100 Tensor Core GPU (2021), H100 Tensor Core GPU (2023, SXM / PCIe), H200
-Tensor Core GPU (2024, SXM; its compute is the H100 SXM's). The datasheets print TF32/BF16/FP16
-"with sparsity": the dense figures are half (H100: the architecture whitepaper's dense
-figures). docs/gpu.md lists the table with its sources.
+(dlbench.launch.energy) and the devices' dense peaks (dlbench.devices). Analysis environment.
 """
 
 from __future__ import annotations
@@ -13,31 +7,9 @@ from __future__ import annotations
 import math
 
 from dlbench.analysis.columns import col
+from dlbench.devices import peak
 
-# (name fragment, form-factor fragment or "") -> {precision: dense TFLOP/s}; first match wins.
-PEAK_TFLOPS = (
-    ("V100", "PCIE", {"fp32": 14.0, "fp16": 112.0}),
-    ("V100", "", {"fp32": 15.7, "fp16": 125.0}),
-    ("A100", "", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
-    ("H100", "PCIE", {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
-    ("H100", "", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    ("H200", "", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-)
-# The peak a run's precision is held to: the frameworks run fp32 convolutions and matmuls in
-# TF32 on Ampere and later by default (cuDNN, XLA, TF), and AMP on CUDA in fp16.
-PEAK_PRECISION = {"fp32": ("tf32", "fp32"), "amp": ("fp16",)}
 NOT_MEASURED = "not measured"
-
-
-def peak(device_name: str, precision: str) -> tuple[float, str] | None:
-    """The dense peak TFLOP/s of one device for `precision`, and what it is (None: unknown)."""
-    name = device_name.upper()
-    for fragment, form, peaks in PEAK_TFLOPS:
-        if fragment in name and form in name:
-            for kind in PEAK_PRECISION.get(precision, ()):
-                if kind in peaks:
-                    return peaks[kind], f"{device_name} {kind} dense {peaks[kind]:g} TFLOP/s (NVIDIA datasheet)"
-    return None
 
 
 def run_energy(logs, samples: int) -> dict:

@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 
-from dlbench.analysis.columns import col
-
 
 def mean(values) -> float:
     values = np.asarray(values, dtype=float)
@@ -30,7 +28,9 @@ def olympic_mean(values) -> float:
     return float(values[1:-1].mean())
 
 
-STATISTICS = {col.mean: mean, col.median: median, col.olympic_mean: olympic_mean}
+# The protocol's statistics by name (dlbench.protocol.STATISTICS), not columns: this module also
+# runs in the framework environments (the benchmarks' intervals), which have no pandas.
+STATISTICS = {"mean": mean, "median": median, "olympic_mean": olympic_mean}  # not a column
 
 
 def statistic(name: str, values) -> float:
@@ -57,7 +57,7 @@ def _olympic_axis(values, axis=-1):
     return np.take(values, range(1, n - 1), axis=axis).mean(axis=axis)
 
 
-_VECTORISED = {col.mean: np.mean, col.median: np.median, col.olympic_mean: _olympic_axis}
+_VECTORISED = {"mean": np.mean, "median": np.median, "olympic_mean": _olympic_axis}  # not a column
 
 
 def bootstrap_ci(name: str, values, confidence: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
@@ -206,7 +206,7 @@ def ratio_verdict(ci: tuple[float, float], repeats: tuple[int, int], noisy: bool
     if low <= 1 <= high:
         return "overlap"
     if noisy:
-        return col.noisy
+        return "noisy"  # not a column: a verdict
     return "higher" if low > 1 else "lower"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench import llm
+from dlbench import devices, llm
 from dlbench.coords import Scale
 
 GIB = 2**30
@@ -32,17 +32,6 @@ LOGIT_FP32_TENSORS = 2
 GATHERED_BLOCKS = 2
 # What a CUDA process holds beyond its tensors: context, cuBLAS/cuDNN workspaces, allocator slack.
 CUDA_RUNTIME_GIB = 1.0
-# Each device's memory as nvidia-smi reports it (GiB), by run.gpu_type.
-DEVICE_MEMORY_GIB = {
-    "a100": 80.0,
-    "a100-40gb": 40.0,
-    "a100-80gb": 80.0,
-    "h100": 79.6,
-    "h200": 140.4,
-    "l40s": 44.5,
-    "v100": 32.0,
-    "v100-16gb": 16.0,
-}
 
 
 @dataclass(frozen=True)
@@ -103,7 +92,7 @@ def device_memory_gib(run: dict) -> float | None:
     if run.get("device_memory_gib"):
         return float(run["device_memory_gib"])
     if run.get("device") == "cuda":
-        return DEVICE_MEMORY_GIB.get(str(run.get("gpu_type", "")).lower())
+        return devices.MEMORY_GIB.get(str(run.get("gpu_type", "")).lower())
     return None
 
 

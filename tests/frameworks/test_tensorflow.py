@@ -84,7 +84,7 @@ def launch(
     cmd = [
         str(PYTHON), "-m", "dlbench.launch",
         "--framework", "tensorflow", "--model", model, "--precision", precision, "--data", data,
-        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "0",
+        "--batch", str(batch), "--scale", scale, "--strategy", strategy, "--repeat", "1",
         "--run-dir", str(run_dir), "--preset", "caict2020",
         "--warmup-steps", str(steps[0]), "--measured-steps", str(steps[1]), "--statistic", "mean",
         "--image-size", str(image_size), "--threads", str(threads), "--time-limit", "400",
