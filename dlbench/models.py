@@ -25,8 +25,8 @@ CATALOGUE: dict[str, dict] = {
 
 def resolved_sizes(model: str, image_size: int = 0, seq_len: int = 0) -> tuple[int, int]:
     """(image size, sequence length) a run of `model` trains at: 0 means the catalogue's default
-    (224 px, 299 for InceptionV3; 128 tokens for BERT). The one place a size default is
-    resolved: RunSpec's constructor and the FLOPs count call it."""
+    (224 px, 299 for InceptionV3; 128 tokens for BERT). Planning resolves the sizes once
+    (dlbench.planning.grid.planned_sizes); everything downstream is given them."""
     entry = CATALOGUE[model]
     return image_size or entry.get("default_image_size", 0), seq_len or entry.get("default_seq_len", 0)
 

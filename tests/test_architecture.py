@@ -197,3 +197,10 @@ def test_snakemake_is_imported_through_its_adapter_alone(tmp_path):
     planted = tmp_path / "planted.py"  # and a function-level import is found
     planted.write_text("def f():\n    from snakemake.io import ancient\n")
     assert snakemake_importers([planted]) == ["planted.py:2"]
+
+
+def test_no_module_outside_the_table_contract_names_a_column_by_string():
+    """The table contract's seam (docs/architecture.md; the scan is tests/test_table_contract.py's)."""
+    from tests.test_table_contract import column_literals, scanned_modules
+
+    assert [f"{p.name}:{n.lineno}" for p in scanned_modules() for n, _ in column_literals(p)] == []

@@ -69,8 +69,10 @@ def test_a_command_template_fills_in_to_each_runs_command(tmp_path, repo):
     lock = os.path.join(REPO, "containers", "images.lock")
     environ = {"DLBENCH_VENVS": str(tmp_path / "venvs"), "DLBENCH_IMAGES_LOCK": lock}
     deploy = Deployment(config, repo, set(), environ=environ)
-    template = deploy.command(Placeholders(), deploy.launch_arguments(Placeholders(), PROTOCOL, None))
-    assert "{framework}" in template and "{repeat}" in template
+    # a template for the models that share resnet50's planned sizes (run.image_size, else 224)
+    placeholders = Placeholders(sizes_of="resnet50")
+    template = deploy.command(placeholders, deploy.launch_arguments(placeholders, PROTOCOL, None))
+    assert "{framework}" in template and "{repeat}" in template and "{model}" in template
     for framework, strategy in (("pytorch", "ddp"), ("mxnet", "dist_sync")):
         values = dict(framework=framework, model="resnet50", precision="fp32", data="synthetic", batch="8")
         run = RunWildcards(values, scale="1x2", strategy=strategy, repeat="3")

@@ -49,9 +49,11 @@ def test_options_travel_in_the_launch_request_and_fill_in_their_defaults():
     coords = RunCoords("mxnet", "resnet50", "fp32", "synthetic", "8", "1x1", "single", 1)
     request = LaunchRequest(coords, RunProtocol("caict2020", 1, 2, "mean"), "/r", options="sync=loss")
     assert LaunchRequest.from_argv(request.to_argv()).options == "sync=loss"
-    spec = RunSpec(coords, 8, 0, 0, 1, "cpu", options=mxnet.parse_options(request.options))
-    assert spec.options == {"sync": "loss"} and spec.image_size == 224  # the size resolved once, here
-    assert RunSpec(coords, 8, 0, 0, 1, "cpu").options == {"sync": "waitall"}  # the declared default
+    spec = RunSpec(coords, 8, 224, 0, 1, "cpu", options=mxnet.parse_options(request.options))
+    assert spec.options == {"sync": "loss"}
+    assert RunSpec(coords, 8, 224, 0, 1, "cpu").options == {"sync": "waitall"}  # the declared default
+    with pytest.raises(ValueError, match="image_size 0 for resnet50: give the size it trains at"):
+        RunSpec(coords, 8, 0, 0, 1, "cpu")  # sizes are resolved at planning, never here
     tf = capabilities("tensorflow")
     assert tf.parse_options("") == {"inter_op_threads": 0}
     assert capabilities("pytorch").parse_options("dali=false") == {"dali": False}

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dlbench.coords import RunCoords
-from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.models import CATALOGUE
 from dlbench.runners.base import RunSpec
 
 COUNT_BATCH = 2
@@ -62,13 +62,12 @@ def llm_count(model: str, seq_len: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, choices=sorted(CATALOGUE))
-    p.add_argument("--image-size", type=int, default=0)
-    p.add_argument("--seq-len", type=int, default=0)
+    p.add_argument("--image-size", type=int, default=0, help="as planned (dlbench.planning.grid.planned_sizes)")
+    p.add_argument("--seq-len", type=int, default=0, help="as planned (dlbench.planning.grid.planned_sizes)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
-    image_size, seq_len = resolved_sizes(args.model, args.image_size, args.seq_len)
     try:
-        result = count(args.model, image_size, seq_len)
+        result = count(args.model, args.image_size, args.seq_len)
     except Exception as exc:  # e.g. AlexNet below ~63 px: the report shows no FLOPs, not no report
         print(f"dlbench.analysis.flops: {args.model}: cannot count FLOPs: {exc}", file=sys.stderr)
         result = {"model": args.model, "train_flops_per_sample": None, "error": str(exc)[-500:]}

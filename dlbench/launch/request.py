@@ -54,8 +54,8 @@ class LaunchRequest:
     coords: RunCoords
     protocol: RunProtocol
     run_dir: str
-    image_size: int = _option(0, "0: the model's default")
-    seq_len: int = _option(0, "0: the model's default")
+    image_size: int = _option(0, "an image model's input size (planning resolves its default)")
+    seq_len: int = _option(0, "a text model's or an LLM's sequence length (planning resolves its default)")
     max_batch_file: str | None = _option(None, "batch_search result to use when --batch is 'max'")
     threads: int = _option(1, "CPU threads for the whole run")
     device: str = _option("cpu", choices=("cpu", "cuda"))

@@ -21,6 +21,7 @@ from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
 from dlbench.launch.request import SITE_KNOBS, LaunchRequest, argv_of
 from dlbench.models import CATALOGUE
 from dlbench.planning import datasets as data_paths
+from dlbench.planning.grid import planned_sizes
 from dlbench.planning.snakemake_api import (
     DeploymentMethod,
     RerunTrigger,
@@ -255,11 +256,12 @@ class Deployment:
     def request_settings(self, wildcards, protocol: RunProtocol, max_batch_file: str | None) -> dict:
         """A run's LaunchRequest but its coordinates, from its wildcards (or a template's)."""
         run, real = self.config["run"], wildcards.data == "real"
+        image_size, seq_len = planned_sizes(run, getattr(wildcards, "sizes_of", None) or wildcards.model)
         return dict(
             protocol=protocol,
             run_dir=RUN_DIR_TEMPLATE.format(**wildcards),
-            image_size=run["image_size"],
-            seq_len=run["seq_len"],
+            image_size=image_size,
+            seq_len=seq_len,
             max_batch_file=max_batch_file,
             threads=run["threads"],
             device=run["device"],

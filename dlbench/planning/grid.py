@@ -117,13 +117,22 @@ def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> 
     return None
 
 
+def planned_sizes(run: dict, model: str) -> tuple[int, int]:
+    """(image size, sequence length) `model`'s runs train at: run.image_size and run.seq_len, 0
+    meaning the catalogue's default. Resolved here, at planning, for everything downstream:
+    the launch request, the FLOPs count, the batch search, the memory estimate."""
+    if model not in CATALOGUE:  # the communication prescreen's all-reduce trains no model
+        return 0, 0
+    return resolved_sizes(model, run.get("image_size", 0), run.get("seq_len", 0))
+
+
 def _unfit(config: dict, strategy, model: str, precision: str, batch: str, scale: str) -> str | None:
     """An LLM cell whose ranks' estimated memory exceeds the device's (dlbench.planning.fit)."""
     device_gib = fit.device_memory_gib(config.get("run", {}))
     if device_gib is None or CATALOGUE[model]["kind"] != llm.KIND or not str(batch).isdigit():
         return None
     run = config.get("run", {})
-    _, seq_len = resolved_sizes(model, 0, run.get("seq_len", 0))
+    _, seq_len = planned_sizes(run, model)
     sharding = fit.Sharding.of(
         scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state)
     )

@@ -21,6 +21,7 @@ from dlbench.coords import RUN_FIELDS, RunCoords
 
 __all__ = [
     "CommandClasses",
+    "command_param",
     "DeploymentMethod",
     "Placeholders",
     "RerunTrigger",
@@ -48,9 +49,11 @@ class Placeholders(RunWildcards):
     """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
     from them is a template that Snakemake fills in per job, with no function call per job."""
 
-    def __init__(self, **fixed: str):
-        """`fixed`: coordinates given as values (a template for the runs that share them)."""
+    def __init__(self, sizes_of: str | None = None, **fixed: str):
+        """`fixed`: coordinates given as values (a template for the runs that share them);
+        `sizes_of`: a model whose planned sizes every model of the template's runs shares."""
         super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
+        self.sizes_of = sizes_of
 
 
 def is_template(wildcards) -> bool:
@@ -87,6 +90,22 @@ class CommandClasses:
             self.templates[key] = template if apply_wildcards(template, values) == self.command(values) else None
         template = self.templates[key]
         return apply_wildcards(template, values) if template else self.command(values)
+
+
+def command_param(runs: list[RunCoords], command: Callable, sizes: Callable[[str], tuple]) -> str | Callable:
+    """A rule's command param for `runs`: where their commands differ by their wildcards only, a
+    template Snakemake fills in (no function call per job), checked against one run's command;
+    runs with real data or a batch search, or models planned at different sizes: one template
+    per command class; else `command` itself. `sizes`: a model's planned sizes."""
+    if not runs:
+        return known_signature(command)
+    if len({sizes(model) for model in {run.model for run in runs}}) > 1 or any(
+        run.batch == "max" or run.data == "real" for run in runs
+    ):
+        return known_signature(CommandClasses(command))
+    template = command(Placeholders(sizes_of=runs[0].model))
+    sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
+    return template if apply_wildcards(template, sample) == command(sample) else known_signature(command)
 
 
 def quote_template(arg: str) -> str:

@@ -11,7 +11,8 @@ from dlbench.analysis.losses import COMPARED, SLOWER
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
 from dlbench.findings import vocabulary as fnd
-from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.models import CATALOGUE
+from dlbench.planning.grid import planned_sizes
 from dlbench.plots import figures as figs
 from dlbench.plots.curves import loss_figure
 from dlbench.plots.memory import has_memory, memory_figure
@@ -28,7 +29,7 @@ def ran_sizes(models: list[str], run: dict, runs: pd.DataFrame | None) -> dict[s
             first = recorded[recorded[col.image_size].notna()].iloc[0]
             sizes[m] = (_whole(first[col.image_size]), _whole(first.get(col.seq_len)))
         else:
-            sizes[m] = resolved_sizes(m, run.get(col.image_size, 0), run.get(col.seq_len, 0))
+            sizes[m] = planned_sizes(run, m)
     return sizes
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from dlbench.coords import RunCoords
-from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.models import CATALOGUE
 from dlbench.runners import capabilities
 from dlbench.runners.profilers import PROFILERS
 
@@ -64,10 +64,14 @@ class RunSpec:
     options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        # "0 = the model's default" is resolved here, once: runners read the sizes as given.
-        image_size, seq_len = resolved_sizes(self.coords.model, self.image_size, self.seq_len)
-        object.__setattr__(self, "image_size", image_size)
-        object.__setattr__(self, "seq_len", seq_len)
+        # Sizes come resolved from planning (dlbench.planning.grid.planned_sizes): runners read
+        # them as given, and a size the model trains at is never 0.
+        needed = "image_size" if CATALOGUE[self.coords.model]["kind"] == "image" else "seq_len"
+        if getattr(self, needed) <= 0:
+            raise ValueError(
+                f"{needed} {getattr(self, needed)} for {self.coords.model}: give the size it trains at "
+                "(planning resolves the model's default: dlbench.planning.grid.planned_sizes)"
+            )
         # Every declared option has its value: the request's, else the declaration's default.
         object.__setattr__(self, "options", capabilities(self.coords.framework).option_values(self.options))
 

@@ -17,8 +17,8 @@ rule model_flops:
     params:
         python=DEPLOY.flops_python(),
         repo=REPO,
-        image_size=config["run"]["image_size"],
-        seq_len=config["run"]["seq_len"],
+        image_size=lambda w: planned_sizes_of(w.model)[0],
+        seq_len=lambda w: planned_sizes_of(w.model)[1],
     shell:
         "PYTHONPATH={params.repo} {params.python} -m dlbench.analysis.flops --model {wildcards.model}"
         " --image-size {params.image_size} --seq-len {params.seq_len} --out {output} > {log} 2>&1"

@@ -2,7 +2,6 @@
 import os
 
 from snakemake.exceptions import WorkflowError
-from snakemake.io import apply_wildcards
 
 from dlbench.planning import config as dlbench_config
 from dlbench.planning import jobs as dlbench_jobs
@@ -11,12 +10,8 @@ from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.images.apptainer import ContainerError
 from dlbench.planning import datasets as data_paths
 from dlbench.planning.deployment import Deployment
-from dlbench.planning.snakemake_api import (
-    CommandClasses,
-    Placeholders,
-    RunWildcards,
-    known_signature,
-)
+from dlbench.planning.grid import planned_sizes
+from dlbench.planning.snakemake_api import command_param, known_signature
 
 try:
     GRID = dlbench_config.checked_grid(config)
@@ -83,20 +78,13 @@ def train_command(wildcards):
 
 
 def train_command_param(runs):
-    """The training command as the param of these runs' rules (train.smk). Where the commands
-    differ by their wildcards only: a template Snakemake fills in, no function call per job;
-    the template must give one run's command (e.g. no braces from a path), or the function.
-    Runs with real data or a batch search: one template per command class (deployment.py).
-    """
-    if not runs:
-        return known_signature(train_command)
-    if any(run.batch == "max" or run.data == "real" for run in runs):
-        return known_signature(CommandClasses(train_command))
-    template = train_command(Placeholders())
-    sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
-    if apply_wildcards(template, sample) == train_command(sample):
-        return template
-    return known_signature(train_command)
+    """The training command as the param of these runs' rules (train.smk): a template
+    Snakemake fills in where it can (dlbench.planning.snakemake_api.command_param)."""
+    return command_param(runs, train_command, planned_sizes_of)
+
+
+def planned_sizes_of(model):
+    return planned_sizes(config["run"], model)
 
 
 def max_batch_result(wildcards):

@@ -2,6 +2,7 @@
 # allocation shape, one short all-reduce through the same launcher and srun as the runs;
 # every training job not yet recorded waits for it (train_inputs).
 from dlbench.planning import prescreen as dlbench_prescreen
+from dlbench.planning.snakemake_api import RunWildcards
 
 try:
     PRESCREEN = dlbench_prescreen.plan(config, TRAIN_SHAPES)

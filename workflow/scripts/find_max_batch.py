@@ -4,6 +4,7 @@ import sys
 
 from dlbench.launch.max_batch import write_result
 from dlbench.planning import batch_search
+from dlbench.planning.grid import planned_sizes
 from dlbench.protocol import resolve as resolve_protocol
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
@@ -21,6 +22,7 @@ settings = {
     "limit": config["batch_max"]["limit"],
 }
 protocol = resolve_protocol(config["protocol"])
+image_size, seq_len = planned_sizes(run, wildcards.model)
 request = batch_search.probe_request(
     wildcards.framework,
     wildcards.model,
@@ -28,8 +30,8 @@ request = batch_search.probe_request(
     wildcards.device,
     preset=protocol["preset"],
     statistic=protocol["statistic"],
-    image_size=run["image_size"],
-    seq_len=run["seq_len"],
+    image_size=image_size,
+    seq_len=seq_len,
     threads=snakemake.threads,
     memory_cap_mb=run["memory_cap_mb"],
 )
