@@ -225,9 +225,7 @@ def run_rank(
         apply_memory_cap(memory_cap_mb)
         runner.build()
         writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
-        meter = host_memory.WindowPeak(energy.open_meter(spec.device, _local_device_indices(spec)))
-        if profiled:
-            meter = profiling.ProfiledWindow(meter, runner, log_path, spec.dist.rank)
+        meter = _window_meter(spec, runner, log_path, profiled)
         warmup, measured = protocol.warmup_steps, protocol.measured_steps
         steps = time_steps(runner, warmup, measured, progress_every, spec.dist.rank, meter)
     except BaseException as exc:  # every failure becomes a footer, never a lost log
@@ -242,18 +240,7 @@ def run_rank(
             if writer is None:
                 writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
             writer.write_steps(steps)
-            writer.close(
-                status,
-                error,
-                end_time=_utc_now(),
-                steps_completed=len(steps),
-                max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                window_rss_mb=meter.window_rss_mb(),
-                memory_cap_mb=memory_cap_mb or None,
-                energy=meter.record(),
-                **_device_memory(runner),
-                **_profile_record(meter, protocol),
-            )
+            writer.close(status, error, **_footer(steps, meter, runner, protocol, memory_cap_mb))
         except StepLogWriteError as exc:
             # What was written stays (no footer: never read as valid); the rank exits non-zero.
             print(f"[dlbench] rank {spec.dist.rank}: {exc}", file=sys.stderr, flush=True)
@@ -263,6 +250,26 @@ def run_rank(
             with contextlib.suppress(Exception):
                 runner.close()
     return status
+
+
+def _window_meter(spec: RunSpec, runner, log_path: str, profiled: bool):
+    """What the measured window's ends read: energy and the host's peak, and a profiled run's profiler."""
+    meter = host_memory.WindowPeak(energy.open_meter(spec.device, _local_device_indices(spec)))
+    return profiling.ProfiledWindow(meter, runner, log_path, spec.dist.rank) if profiled else meter
+
+
+def _footer(steps: list[dict], meter, runner, protocol: RunProtocol, memory_cap_mb: int) -> dict:
+    """The footer's fields beside its status and error."""
+    return dict(
+        end_time=_utc_now(),
+        steps_completed=len(steps),
+        max_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        window_rss_mb=meter.window_rss_mb(),
+        memory_cap_mb=memory_cap_mb or None,
+        energy=meter.record(),
+        **_device_memory(runner),
+        **_profile_record(meter, protocol),
+    )
 
 
 def _profile_record(meter, protocol: RunProtocol) -> dict:
