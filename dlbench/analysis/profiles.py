@@ -19,6 +19,8 @@ import pandas as pd
 
 from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS
+from dlbench.provenance import sha256_file
+from dlbench.steplog import rank_log_name, read_steplog
 
 # The trace files a profiler leaves below a run directory (the first that exists is read).
 TRACE_PATTERNS = ("trace.json", "**/*.trace.json.gz", "**/*.pt.trace.json", "**/perfetto_trace.json.gz")
@@ -98,8 +100,6 @@ def top_operations(path: str | Path, steps: int, top: int = TOP) -> list[dict]:
 def cell_rows(run_dir: str | Path, cell: dict) -> list[dict]:
     """A profiled run's rows of profiles.csv: its top operations (rank 0's trace), or one row
     saying why there are none (no profiler, a failed run, a trace in a format not read)."""
-    from dlbench.steplog import rank_log_name, read_steplog
-
     log = read_steplog(Path(run_dir) / rank_log_name(0))
     profile = (log.footer or {}).get("profile") or {}
     base = {**cell, "profiler": profile.get("profiler") or "", "trace": ""}
@@ -120,8 +120,6 @@ COLUMNS = [*CELL_FIELDS, "profiler", "trace", "rank", "operation", "self_ms_per_
 def listed_files(profiled: list, root: str | Path = ".") -> dict[str, str]:
     """Every file the profiled runs left (logs and traces), with its sha256: the audit lists
     them; no table is derived from them but profiles.csv."""
-    from dlbench.provenance import sha256_file
-
     found = {}
     for coords in profiled:
         run_dir = Path(root) / coords.run_dir

@@ -31,9 +31,10 @@ class Grid:
     # config `profile`: each cell's profiled run (repeat PROFILE_REPEAT), apart from `runs`
     profiled: list[RunCoords] = field(default_factory=list)
 
-    @property
+    @functools.cached_property
     def run_protocol(self) -> protocols.RunProtocol:
-        """What each run of the grid is measured by (the launch request's protocol)."""
+        """What each run of the grid is measured by (the launch request's protocol); made once,
+        read by every job's command."""
         return protocols.RunProtocol.of(self.protocol)
 
 
