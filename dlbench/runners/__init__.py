@@ -34,6 +34,7 @@ __all__ = [
     "processes_per_node",
     "run_layout",
     "strategy_unavailable",
+    "training_option_unavailable",
 ]
 
 PATH_VARIABLE = "DLBENCH_FRAMEWORK_PATH"
@@ -155,3 +156,37 @@ def strategy_unavailable(framework: str, strategy: str, scale: Scale | str, devi
         return None
     scale = Scale.parse(scale) if isinstance(scale, str) else scale
     return capabilities(framework).strategy(strategy).why_not(scale, device)
+
+
+def training_option_unavailable(
+    framework: str, model: str, activation_checkpointing: str, grad_accum: int
+) -> str | None:
+    """Why `framework` cannot train `model` with this activation checkpointing and this many
+    micro-batches a step (None: it can), from the declarations of the workload that trains it
+    (dlbench.runners.base.Workload); the grid keeps such cells as unavailable with this reason."""
+    from dlbench.runners.base import ACTIVATION_CHECKPOINTING
+
+    if activation_checkpointing not in ACTIVATION_CHECKPOINTING:
+        known = ", ".join(ACTIVATION_CHECKPOINTING)
+        return f"activation_checkpointing {activation_checkpointing!r} is not one of {known}"
+    if not isinstance(grad_accum, int) or grad_accum < 1:
+        return f"grad_accum {grad_accum!r} is not a count of micro-batches (1 or more)"
+    workload = _workload_class(framework, model)
+    owner = f"{framework}'s {model} workload"
+    offered = getattr(workload, "activation_checkpointing", ("none",))
+    if activation_checkpointing not in offered:
+        mode = "" if offered == ("none",) else f"{activation_checkpointing!r} "
+        return f"{owner} has no {mode}activation checkpointing (it offers: {', '.join(offered)})"
+    if grad_accum > 1 and not getattr(workload, "grad_accum", False):
+        return f"{owner} has no gradient accumulation (grad_accum {grad_accum}: it takes one batch a step)"
+    return None
+
+
+def _workload_class(framework: str, model: str) -> type | None:
+    """The workload class that trains `model` in `framework`; None where the framework declares
+    no workloads (a plug-in may not) or none of them trains the model."""
+    workloads = getattr(framework_module(framework), "WORKLOADS", None)
+    try:
+        return workloads(model) if workloads is not None else None
+    except ValueError:
+        return None

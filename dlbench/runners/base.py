@@ -148,6 +148,18 @@ class Runner:
         """Tear down process groups etc."""
 
 
+# Activation checkpointing: "none" keeps every activation for the backward pass, "selective"
+# keeps the matmuls' and attention's outputs and recomputes the rest of each decoder block,
+# "full" keeps only each block's input and recomputes the whole block.
+ACTIVATION_CHECKPOINTING = ("none", "selective", "full")
+
+
+def training_options(coords) -> tuple[str, int]:
+    """(activation-checkpointing mode, micro-batches per step) of a run's coordinates; a
+    coordinates object without them (a benchmark's stand-in) trains plainly: ("none", 1)."""
+    return str(getattr(coords, "activation_checkpointing", "none")), int(getattr(coords, "grad_accum", 1))
+
+
 class Workload:
     """One model kind's training in one framework, declared once (as torchtitan's `TrainSpec`
     declares a model family's model, parallelisation, optimizer, data and loss): its subclasses
@@ -157,6 +169,13 @@ class Workload:
 
     kind: str = ""  # the CATALOGUE kind it trains: "image", "text", "llm"
     models: tuple[str, ...] = ()  # the catalogue's models of that kind it builds
+    # The training options it implements (docs/frameworks/llm.md, "Activation checkpointing
+    # and gradient accumulation"), read by planning without importing the framework
+    # (dlbench.runners.training_option_unavailable): the activation-checkpointing modes of
+    # ACTIVATION_CHECKPOINTING it applies, and whether one step may accumulate the gradients
+    # of several micro-batches (grad_accum > 1) before its one optimizer update.
+    activation_checkpointing: tuple[str, ...] = ("none",)
+    grad_accum: bool = False
 
     def describe(self) -> dict:
         """What the step log's header records about this workload, beside the runner's facts."""

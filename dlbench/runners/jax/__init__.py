@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 
+from dlbench.runners import training_option_unavailable
 from dlbench.runners.base import Runner as BaseRunner
+from dlbench.runners.base import training_options
 from dlbench.runners.jax.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 
@@ -103,6 +105,10 @@ class Runner(BaseRunner):
         import jax.numpy as jnp
 
         spec = self.spec
+        # The grid plans a training option the workload declares not as unavailable; refused here too.
+        reason = training_option_unavailable("jax", spec.coords.model, *training_options(spec.coords))
+        if reason:
+            raise ValueError(reason)
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32
         self._last = None
         self._events = None

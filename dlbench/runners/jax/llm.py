@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.ad_checkpoint import checkpoint_name
 
 from dlbench import llm
+from dlbench.runners.base import training_options
 
 
 class RMSNorm(nn.Module):
@@ -54,19 +56,42 @@ class Block(nn.Module):
         v = self.dense(s.kv_heads * s.head_dim, "v")(h).reshape(batch, seq, s.kv_heads, s.head_dim)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         attended = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # GQA: heads share k, v
+        attended = checkpoint_name(attended, ATTENTION_OUTPUT)  # kept by selective checkpointing
         x = x + self.dense(s.hidden, "o")(attended.reshape(batch, seq, -1))
         h = RMSNorm(s.norm_eps, self.dtype, name="ffn_norm")(x)
         gated = nn.silu(self.dense(s.ffn, "gate")(h)) * self.dense(s.ffn, "up")(h)
         return x + self.dense(s.hidden, "down")(gated)
 
 
+# The name of each block's attention output, for the selective policy.
+ATTENTION_OUTPUT = "attention_output"
+
+
+def remat_policy(activation_checkpointing: str):
+    """What a rematerialised block keeps for its backward pass (jax.checkpoint's policy):
+    "full" nothing but its input; "selective" the outputs of the matmuls without batch
+    dimensions (the projections: MaxText's "minimal") and of attention, recomputing norms,
+    RoPE, SiLU, gating and the attention's softmax."""
+    policies = jax.checkpoint_policies
+    if activation_checkpointing == "full":
+        return policies.nothing_saveable
+    return policies.save_from_both_policies(
+        policies.dots_with_no_batch_dims_saveable, policies.save_only_these_names(ATTENTION_OUTPUT)
+    )
+
+
 class Llama(nn.Module):
     model: str
     dtype: Any = jnp.float32
+    activation_checkpointing: str = "none"  # dlbench.runners.base.ACTIVATION_CHECKPOINTING
 
     @nn.compact
     def __call__(self, tokens):
         s = llm.shape(self.model)
+        block = Block
+        if self.activation_checkpointing != "none":
+            # nn.remat keeps each block's parameter names: the strategies' rules still apply.
+            block = nn.remat(Block, policy=remat_policy(self.activation_checkpointing))
         init = nn.initializers.normal(s.init_std)
         embed = nn.Embed(s.vocab, s.hidden, embedding_init=init, dtype=self.dtype, name="embed")
         positions = jnp.arange(tokens.shape[1], dtype=jnp.float32)
@@ -75,7 +100,7 @@ class Llama(nn.Module):
         cos, sin = jnp.cos(angles), jnp.sin(angles)
         x = embed(tokens)
         for i in range(s.layers):
-            x = Block(s, self.dtype, name=f"block{i}")(x, cos, sin)
+            x = block(s, self.dtype, name=f"block{i}")(x, cos, sin)
         x = RMSNorm(s.norm_eps, self.dtype, name="norm")(x)
         if s.tied_embeddings:
             return embed.attend(x)
@@ -102,36 +127,75 @@ def initial_state(module, seq_len: int, seed: int, strategy, optim):
     return jax.jit(init, out_shardings=shardings)(), shardings
 
 
-def train_step(module, optim, state_sharding, data_sharding, replicated):
+def train_step(module, optim, state_sharding, strategy, micro_batches: int = 1):
     """step(state, tokens) -> (state, loss), jitted with the state donated and its shardings
-    pinned in and out (GSPMD partitions the step over the mesh). Causal LM: the mean
-    cross-entropy (float32 logits) of each next token; `tokens`: (batch, seq_len + 1)."""
+    pinned in and out (GSPMD partitions the step over `strategy`'s mesh). Causal LM: the mean
+    cross-entropy (float32 logits) of each next token; `tokens`: (batch, seq_len + 1), the
+    rows of `micro_batches` micro-batches whose gradients the step accumulates (accumulate)."""
+
+    def loss_fn(params, tokens):
+        logits = module.apply({"params": params}, tokens[:, :-1]).astype(jnp.float32)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
     def step(state, tokens):
         params, opt_state = state
-
-        def loss_fn(params):
-            logits = module.apply({"params": params}, tokens[:, :-1]).astype(jnp.float32)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
+        if micro_batches == 1:
+            loss, grads = jax.value_and_grad(loss_fn)(params, tokens)
+        else:
+            parts = split_micro_batches(tokens, micro_batches, strategy)
+            loss, grads = accumulate(loss_fn, params, parts, _params_sharding(state_sharding))
         updates, opt_state = optim.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
     return jax.jit(
         step,
-        in_shardings=(state_sharding, data_sharding),
-        out_shardings=(state_sharding, replicated),
+        in_shardings=(state_sharding, strategy.data),
+        out_shardings=(state_sharding, strategy.replicated),
         donate_argnums=(0,),
     )
 
 
+def split_micro_batches(tokens, count: int, strategy):
+    """(count, rows / count, seq_len + 1): micro-batch i is rows [i × r, (i + 1) × r) of each
+    data shard's r × count rows, so that every device keeps its own rows (no resharding) and
+    one device's micro-batches are consecutive slices of its rows, as the PyTorch runner's."""
+    shards = strategy.mesh.shape[strategy.axes[0]]
+    rows, width = tokens.shape
+    parts = tokens.reshape(shards, count, rows // (shards * count), width).transpose(1, 0, 2, 3)
+    parts = parts.reshape(count, rows // count, width)
+    return jax.lax.with_sharding_constraint(parts, strategy.sharding(None, strategy.axes[0]))
+
+
+def accumulate(loss_fn, params, parts, params_sharding):
+    """(mean loss, mean gradient) over the micro-batches `parts`, one forward and backward pass
+    each in a `lax.scan` (as MaxText accumulates), each loss scaled by 1 / count so that the
+    summed gradient is the whole batch's; the sum kept where the parameters are."""
+    count = parts.shape[0]
+    scaled_loss_and_grad = jax.value_and_grad(lambda p, tokens: loss_fn(p, tokens) / count)
+
+    def add(carry, tokens):
+        loss_sum, grad_sum = carry
+        loss, grads = scaled_loss_and_grad(params, tokens)
+        return (loss_sum + loss, jax.tree_util.tree_map(jnp.add, grad_sum, grads)), None
+
+    zeros = jax.lax.with_sharding_constraint(jax.tree_util.tree_map(jnp.zeros_like, params), params_sharding)
+    (loss, grads), _ = jax.lax.scan(add, (jnp.zeros((), jnp.float32), zeros), parts)
+    return loss, grads
+
+
+def _params_sharding(state_sharding):
+    """The parameters' shardings in a state's: a strategy gives one sharding for the whole
+    state (replicated) or a (params, opt_state) tree of them."""
+    return state_sharding[0] if isinstance(state_sharding, tuple) else state_sharding
+
+
 def tokens(spec, processes: int, rank: int):
-    """This process's share of the global synthetic batch, (batch × its devices, seq_len + 1)
-    int32: the global batch is drawn once from the seed, so one device with the global batch
-    sees the tokens that the devices of a sharded run see together."""
+    """This process's share of the global synthetic batch, (batch × micro-batches × its devices,
+    seq_len + 1) int32: the global batch is drawn once from the seed, so one device with the
+    global batch sees the tokens that the devices of a sharded run see together, and one
+    micro-batch of batch × A sequences those of A micro-batches of batch (split_micro_batches)."""
     vocab = llm.shape(spec.coords.model).vocab
-    share = spec.batch * spec.local_devices
+    share = spec.batch * training_options(spec.coords)[1] * spec.local_devices
     rng = np.random.default_rng(spec.seed)
     everything = rng.integers(llm.FIRST_TOKEN, vocab, (share * processes, spec.seq_len + 1), dtype=np.int64)
     return everything[rank * share : (rank + 1) * share].astype(np.int32)
@@ -149,7 +213,7 @@ class TokenBatches:
 
         self.rows, self.manifest = token_data.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
         self.rows = np.asarray(self.rows, np.int32)  # the whole corpus, a few MB: read once
-        self.share = spec.batch * spec.local_devices
+        self.share = spec.batch * training_options(spec.coords)[1] * spec.local_devices  # a step's micro-batches
         self.global_batch = self.share * processes
         if len(self.rows) < self.global_batch:
             raise ValueError(

@@ -6,10 +6,18 @@ builds its model, optimizer, batch and loss into one compiled step; the runner d
 from __future__ import annotations
 
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import Workload, Workloads
+from dlbench.runners.base import ACTIVATION_CHECKPOINTING, Workload, Workloads, training_options
 from dlbench.workload import sgd_lr
 
 WORKLOADS = Workloads("jax")
+
+# What the header records of each activation-checkpointing mode (llm.remat_policy).
+CHECKPOINTING_RECORD = {
+    "none": "none",
+    "selective": "selective: each decoder block under nn.remat, the outputs of its projections "
+    "(dots_with_no_batch_dims_saveable) and of attention kept, the rest recomputed",
+    "full": "full: each decoder block under nn.remat (nothing_saveable), recomputed in the backward pass",
+}
 
 
 class JaxWorkload(Workload):
@@ -74,6 +82,8 @@ class CausalLM(JaxWorkload):
 
     kind = "llm"
     models = tuple(LLM_SHAPES)
+    activation_checkpointing = ACTIVATION_CHECKPOINTING  # per decoder block (llm.remat_policy)
+    grad_accum = True  # a lax.scan over the step's micro-batches (llm.accumulate)
     optimizer_text = "optax AdamW, linear warm-up"
     input_pipeline = "numpy batches of packed byte-level tokens, seeded order per epoch, put on the devices"
 
@@ -81,7 +91,8 @@ class CausalLM(JaxWorkload):
         from dlbench.runners.jax import llm, strategies, train
 
         spec = self.spec
-        module = llm.Llama(spec.coords.model, dtype)
+        checkpointing, micro_batches = training_options(spec.coords)
+        module = llm.Llama(spec.coords.model, dtype, checkpointing)
         self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, devices)
         data = self.strategy.data
         optim = llm.optimizer()
@@ -93,5 +104,13 @@ class CausalLM(JaxWorkload):
         else:
             tokens = llm.tokens(spec, spec.dist.world_size, spec.dist.rank)
             inputs = (jax.make_array_from_process_local_data(data, tokens),)
-        step = llm.train_step(module, optim, shardings, data, self.strategy.replicated)
+        step = llm.train_step(module, optim, shardings, self.strategy, micro_batches)
         return (state, inputs, *train.compile_step(step, state, *inputs))
+
+    def describe(self) -> dict:
+        checkpointing, micro_batches = training_options(self.spec.coords)
+        return {
+            **super().describe(),
+            "activation_checkpointing": CHECKPOINTING_RECORD[checkpointing],
+            "grad_accum": micro_batches,
+        }

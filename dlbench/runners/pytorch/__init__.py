@@ -5,9 +5,9 @@ path, the input pipelines and the strategies. Importing this package does not im
 
 from __future__ import annotations
 
-from dlbench.runners import _horovod
+from dlbench.runners import _horovod, training_option_unavailable
 from dlbench.runners.base import Runner as BaseRunner
-from dlbench.runners.base import address_space_capped
+from dlbench.runners.base import address_space_capped, training_options
 from dlbench.runners.plugin import Capabilities, Option, Strategy
 from dlbench.runners.pytorch import clock, strategies
 from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
@@ -58,6 +58,16 @@ CAPABILITIES = Capabilities(
 )
 
 
+def _training_options(spec) -> tuple[str, int]:
+    """The run's activation checkpointing and micro-batches a step, refused where its workload
+    declares them not (the grid plans such a cell as unavailable with the same reason)."""
+    checkpointing, micro_batches = training_options(spec.coords)
+    reason = training_option_unavailable("pytorch", spec.coords.model, checkpointing, micro_batches)
+    if reason:
+        raise ValueError(reason)
+    return checkpointing, micro_batches
+
+
 class Runner(BaseRunner):
     def import_framework(self) -> None:
         import torch  # noqa: F401
@@ -73,13 +83,14 @@ class Runner(BaseRunner):
         torch.manual_seed(spec.seed)
         torch.set_num_threads(spec.threads)
         self.device = self._device()
+        self.grad_accum = _training_options(spec)[1]
         self.strategy = strategies.for_run(spec)
         self.strategy.start(spec, self.device)
         # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.
         self.workload = WORKLOADS(spec.coords.model)(spec, torch, self.device)
         model = self.workload.model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        model = self.strategy.wrap_model(model, spec, self.device)
+        model = self.distributed_model = self.strategy.wrap_model(model, spec, self.device)
         if spec.compile:
             # Static shapes, as the compiled baseline (benchmarks/baselines/pytorch_compiled.py).
             model = torch.compile(model, dynamic=False)
@@ -128,22 +139,39 @@ class Runner(BaseRunner):
         return self.workload.loss(self.model, batch)
 
     def step(self, batch=None):
-        torch = self.torch
+        """One optimizer update after the forward and backward passes of the step's
+        micro-batches (one without gradient accumulation); the loss is their mean."""
         self.optimizer.zero_grad(set_to_none=True)
-        if self.autocast_dtype is not None:
-            with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-                loss = self._loss(batch)
-        else:
-            loss = self._loss(batch)
+        parts = self.workload.micro_batches(batch, self.grad_accum)
+        loss = self._backward(parts[0], 1) if len(parts) == 1 else self._accumulate(parts)
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss.backward()
             self.optimizer_step()
         if self.schedule is not None:
             self.schedule.step()
+        return loss
+
+    def _accumulate(self, parts: list):
+        """Gradient accumulation: the micro-batches' gradients summed, each loss scaled by
+        1 / len(parts), the ranks synchronising after the last one only; their mean loss."""
+        losses = []
+        for index, part in enumerate(parts):
+            with self.strategy.gradient_sync(self.distributed_model, last=index == len(parts) - 1):
+                losses.append(self._backward(part, len(parts)))
+        return self.torch.stack(losses).mean()
+
+    def _backward(self, batch, micro_batches: int):
+        """The forward and backward pass of one micro-batch, its loss scaled by 1 / micro_batches
+        so that the accumulated gradient is the whole step's mean; returns the unscaled loss."""
+        if self.autocast_dtype is not None:
+            with self.torch.autocast(self.device.type, dtype=self.autocast_dtype):
+                loss = self._loss(batch)
+        else:
+            loss = self._loss(batch)
+        scaled = loss / micro_batches if micro_batches > 1 else loss
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
         return loss.detach()
 
     def sync(self) -> None:

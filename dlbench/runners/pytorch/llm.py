@@ -10,8 +10,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from dlbench import llm
+from dlbench.runners.base import training_options
 
 
 class RMSNorm(nn.Module):
@@ -66,25 +68,63 @@ class FeedForward(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+# Selective activation checkpointing keeps these ops' outputs and recomputes the rest of a
+# block (norms, RoPE, SiLU, the gating product, views): the matmuls, every fused attention
+# kernel (the CPU's and CUDA's), and tensor parallelism's collectives, so that the backward
+# pass neither redoes a matmul nor communicates twice. torchtitan's "op" policy also
+# recomputes every second matmul; this one keeps them all.
+SAVED_BY_SELECTIVE = (
+    "aten.mm.default",
+    "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    "aten._scaled_dot_product_flash_attention.default",
+    "aten._scaled_dot_product_efficient_attention.default",
+    "aten._scaled_dot_product_cudnn_attention.default",
+    "_c10d_functional.all_reduce.default",
+    "_c10d_functional.reduce_scatter_tensor.default",
+)
+
+
+def _op(name: str):
+    """torch.ops' overload of `name` ("aten.mm.default"); None where this build has none."""
+    namespace, op, overload = name.split(".")
+    return getattr(getattr(getattr(torch.ops, namespace), op, None), overload, None)
+
+
+def _selective_contexts():
+    return create_selective_checkpoint_contexts([op for op in map(_op, SAVED_BY_SELECTIVE) if op is not None])
+
+
 class Block(nn.Module):
-    def __init__(self, s: llm.LlamaShape):
+    def __init__(self, s: llm.LlamaShape, activation_checkpointing: str = "none"):
         super().__init__()
         self.attention_norm = RMSNorm(s.hidden, s.norm_eps)
         self.attention = Attention(s)
         self.ffn_norm = RMSNorm(s.hidden, s.norm_eps)
         self.ffn = FeedForward(s)
+        self.activation_checkpointing = activation_checkpointing  # dlbench.runners.base.ACTIVATION_CHECKPOINTING
 
     def forward(self, x, cos, sin):
+        if self.activation_checkpointing == "none":
+            return self._forward(x, cos, sin)
+        # Inside the module's forward, so that FSDP2's hooks and tensor parallelism's plans
+        # (on this block and its linears) see the same modules with or without it: FSDP
+        # gathers the block once for its backward, the recomputation included. The Llama
+        # draws no random numbers (no dropout): no RNG state to keep for the recomputation.
+        # (Full: no context_fn at all; torch.compile refuses noop_context_fn passed by name.)
+        selective = {"context_fn": _selective_contexts} if self.activation_checkpointing == "selective" else {}
+        return checkpoint(self._forward, x, cos, sin, use_reentrant=False, preserve_rng_state=False, **selective)
+
+    def _forward(self, x, cos, sin):
         x = x + self.attention(self.attention_norm(x), cos, sin)
         return x + self.ffn(self.ffn_norm(x))
 
 
 class Llama(nn.Module):
-    def __init__(self, model: str):
+    def __init__(self, model: str, activation_checkpointing: str = "none"):
         super().__init__()
         s = llm.shape(model)
         self.embed = nn.Embedding(s.vocab, s.hidden)
-        self.blocks = nn.ModuleList(Block(s) for _ in range(s.layers))
+        self.blocks = nn.ModuleList(Block(s, activation_checkpointing) for _ in range(s.layers))
         self.norm = RMSNorm(s.hidden, s.norm_eps)
         self.head = nn.Linear(s.hidden, s.vocab, bias=False)
         if s.tied_embeddings:
@@ -122,13 +162,15 @@ def loss(model, tokens):
 
 
 def tokens(spec, generator, shard=(0, 1, 1)):
-    """This rank's share of the global synthetic batch: (batch × devices of its shard, seq_len + 1)
-    token ids; `shard` is the strategy's (index, count, devices). The global batch (batch ×
-    devices sequences) is drawn once from the seed, so a single run of the global batch sees
-    the same tokens as the shards of a multi-device run together."""
+    """This rank's share of the global synthetic batch: (batch × micro-batches × devices of its
+    shard, seq_len + 1) token ids; `shard` is the strategy's (index, count, devices). The global
+    batch (batch × micro-batches × devices sequences) is drawn once from the seed, so a single
+    run of the global batch sees the same tokens as the shards of a multi-device run together,
+    and one micro-batch of batch × A sequences those of A micro-batches of batch (the step's
+    micro-batch i is rows [i × batch × devices, (i + 1) × batch × devices) of the share)."""
     vocab = llm.shape(spec.coords.model).vocab
     index, count, devices = shard
-    share = spec.batch * spec.local_devices * devices
+    share = spec.batch * training_options(spec.coords)[1] * spec.local_devices * devices
     everything = torch.randint(llm.FIRST_TOKEN, vocab, (share * count, spec.seq_len + 1), generator=generator)
     return everything[index * share : (index + 1) * share].clone()
 

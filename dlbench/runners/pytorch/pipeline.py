@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from dlbench.runners.base import training_options
 from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -28,15 +29,16 @@ def _sampler(spec, dataset, index: int, count: int):
     return DistributedSampler(dataset, num_replicas=count, rank=index, shuffle=True, seed=spec.seed, drop_last=True)
 
 
-def loader(spec, device, dataset, workers: int, shard=None):
+def loader(spec, device, dataset, workers: int, shard=None, micro_batches: int = 1):
     """A DataLoader of `spec.batch` examples, this rank's shard under a distributed strategy;
     `shard`: the strategy's (index, count, devices) where the ranks of a tensor group read one
-    shard of batch × devices examples (default: each rank its own)."""
+    shard of batch × devices examples (default: each rank its own); `micro_batches`: a step's
+    (gradient accumulation), read as one batch that the step splits."""
     import torch
     from torch.utils.data import DataLoader
 
     index, count, devices = shard or (spec.dist.rank, spec.dist.world_size, 1)
-    batch = spec.batch * devices
+    batch = spec.batch * devices * micro_batches
     sampler = _sampler(spec, dataset, index, count)
     if len(dataset) // count < batch:
         raise ValueError(
@@ -137,7 +139,8 @@ def token_loader(spec, device, shard):
 
     rows, manifest = tokens.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
     dataset = TensorDataset(torch.from_numpy(rows.astype("int64")))
-    return loader(spec, device, dataset, 0, shard), tokens.header_record(manifest)
+    micro_batches = training_options(spec.coords)[1]
+    return loader(spec, device, dataset, 0, shard, micro_batches), tokens.header_record(manifest)
 
 
 def _dali_batches(iterator):

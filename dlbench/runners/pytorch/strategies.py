@@ -3,8 +3,10 @@ optimizer, and leaves (docs/frameworks/pytorch.md). Importing this module does n
 
 from __future__ import annotations
 
+import contextlib
 import os
 
+from dlbench.runners.base import training_options
 from dlbench.runners.plugin import StrategyClasses
 
 STRATEGIES = StrategyClasses("pytorch")
@@ -24,6 +26,12 @@ class Single:
 
     def wrap_optimizer(self, optimizer, model):
         return optimizer
+
+    def gradient_sync(self, model, last: bool):
+        """The context of one micro-batch's backward pass under gradient accumulation: the
+        ranks synchronise the gradients of the `last` only, those of the others accumulate
+        locally (`model`: what wrap_model returned, uncompiled)."""
+        return contextlib.nullcontext()
 
     def data_shard(self, spec) -> tuple[int, int, int]:
         """(index, count, devices): this rank's shard of the global batch, how many shards, and
@@ -54,6 +62,9 @@ class DDP(Single):
 
         return DistributedDataParallel(model, device_ids=[spec.dist.local_rank] if device.type == "cuda" else None)
 
+    def gradient_sync(self, model, last: bool):
+        return contextlib.nullcontext() if last else model.no_sync()
+
     def close(self) -> None:
         import torch.distributed as dist
 
@@ -76,6 +87,12 @@ class FSDP(DDP):
         for unit in getattr(model, "shard_units", list)():
             fully_shard(unit, mesh=mesh)
         return fully_shard(model, mesh=mesh)
+
+    def gradient_sync(self, model, last: bool):
+        # FSDP2's no_sync: unsharded gradients accumulate until the last micro-batch's
+        # backward reduce-scatters their sum (as torchtitan accumulates); a setting, not a context.
+        model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
 
 
 @STRATEGIES.binds("fsdp_tp")
@@ -125,12 +142,16 @@ class Horovod(Single):
         from dlbench.runners import _horovod
 
         self.hvd, self.rendezvous = _horovod.start("horovod.torch", spec.dist)
+        self.backward_passes = training_options(spec.coords)[1]
 
     def wrap_optimizer(self, optimizer, model):
         hvd = self.hvd
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-        return hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+        # Horovod's own accumulation: it all-reduces after the step's last backward pass.
+        return hvd.DistributedOptimizer(
+            optimizer, named_parameters=model.named_parameters(), backward_passes_per_step=self.backward_passes
+        )
 
     def close(self) -> None:
         if self.hvd is None:

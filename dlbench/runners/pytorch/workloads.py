@@ -7,12 +7,20 @@ does not import torch: the runner passes it in."""
 from __future__ import annotations
 
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import Workload, Workloads
+from dlbench.runners.base import ACTIVATION_CHECKPOINTING, Workload, Workloads, training_options
 from dlbench.runners.pytorch import models as nets
 from dlbench.runners.pytorch import pipeline
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 WORKLOADS = Workloads("pytorch")
+
+# What the header records of each activation-checkpointing mode (llm.Block).
+CHECKPOINTING_RECORD = {
+    "none": "none",
+    "selective": "selective: each decoder block under torch.utils.checkpoint (non-reentrant), the outputs of "
+    "matmuls, attention and collectives kept, the rest recomputed",
+    "full": "full: each decoder block under torch.utils.checkpoint (non-reentrant), recomputed in the backward pass",
+}
 
 
 class TorchWorkload(Workload):
@@ -37,6 +45,11 @@ class TorchWorkload(Workload):
     def optimizer(self, params, compiled: bool):
         """(optimizer, learning-rate schedule or None)."""
         raise NotImplementedError
+
+    def micro_batches(self, batch, count: int) -> list:
+        """The step's `count` micro-batches of `batch` (None: the synthetic batch), each as
+        `loss` takes it; a workload that declares no accumulation has one, the batch."""
+        return [batch]
 
     def describe(self) -> dict:
         return {"memory_format": self.memory_format}
@@ -131,6 +144,8 @@ class CausalLM(TorchWorkload):
 
     kind = "llm"
     models = tuple(LLM_SHAPES)
+    activation_checkpointing = ACTIVATION_CHECKPOINTING  # per decoder block (llm.Block)
+    grad_accum = True
 
     def autocast_dtype(self, on_cuda: bool):
         return self.torch.bfloat16  # pre-trained in bfloat16 on CUDA too: no loss scaling
@@ -141,7 +156,7 @@ class CausalLM(TorchWorkload):
         # Built where it trains: Llama 3.2 1B's random init takes 16 s on two host
         # cores, then the copy; a GPU draws it in a moment.
         with self.torch.device(self.device):
-            return llm.Llama(self.spec.coords.model)
+            return llm.Llama(self.spec.coords.model, training_options(self.spec.coords)[0])
 
     def optimizer(self, params, compiled: bool):
         from dlbench.runners.pytorch import llm
@@ -158,6 +173,14 @@ class CausalLM(TorchWorkload):
         self.tokens = llm.tokens(spec, generator, strategy.data_shard(spec)).to(self.device)
         return None
 
+    def micro_batches(self, batch, count: int) -> list:
+        """Consecutive slices of the step's rows (the synthetic share or a real batch of
+        batch × count × devices rows): micro-batch i is rows [i × rows / count, (i + 1) × rows / count)."""
+        if count == 1:
+            return [batch]
+        tokens = self.tokens if batch is None else batch[0]
+        return [[part] for part in tokens.chunk(count)]
+
     def loss(self, model, batch=None):
         from dlbench.runners.pytorch import llm
 
@@ -165,3 +188,11 @@ class CausalLM(TorchWorkload):
 
     def input_pipeline(self) -> str:
         return "DataLoader over packed byte-level tokens in memory"
+
+    def describe(self) -> dict:
+        checkpointing, micro_batches = training_options(self.spec.coords)
+        return {
+            **super().describe(),
+            "activation_checkpointing": CHECKPOINTING_RECORD[checkpointing],
+            "grad_accum": micro_batches,
+        }
