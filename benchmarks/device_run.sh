@@ -12,6 +12,10 @@
 #                                          # Llama 3.2 1B, bf16; then benchmarks/llm_gpu_check.py
 #                                          # for PyTorch and JAX, then the pipeline again with
 #                                          # torch.compile if time is left); with --cpu too
+#   STAGES=memory bash benchmarks/device_run.sh --llm   # the memory axes on their own call:
+#                                          # activation checkpointing none/selective/full and two
+#                                          # accumulated micro-batches, 1 repeat (peak memory per
+#                                          # rank beside planning's estimate, tokens/s)
 # Stages have their own time limits inside one budget (BUDGET_S), so that one that hangs leaves
 # the others their time; each stage's end (ok, exit status, or TIMED OUT) goes to the log and
 # to stages.txt, which the archives carry; a stage that fails does not stop the next.
@@ -35,7 +39,7 @@ exec > >(tee "$OUT/device_run.log") 2>&1
 start=$SECONDS
 budget=${BUDGET_S:-540}
 # STAGES: which of the LLM line's stages run (a rerun on a lent machine can pick up the rest).
-stages=" ${STAGES:-pipeline pytorch jax compiled} "
+stages=" ${STAGES:-pipeline pytorch jax compiled memory} "
 want() { [[ $stages == *" $1 "* ]]; }
 stage() { echo; echo "== [$((SECONDS - start)) s] $*"; }
 # run_stage NAME LIMIT_S COMMAND...: at most LIMIT_S and what is left of the budget (less 20 s
@@ -70,7 +74,7 @@ protocol: {warmup_steps: 1, measured_steps: 3, repeats: 2}"
     [ "$workload" = llm ] && overrides="run: {device: cpu, seq_len: 64, threads: 2, time_limit_s: 120}
 grid: {models: [llama_small], batch_per_device: [2]}
 protocol: {warmup_steps: 2, measured_steps: 3, repeats: 2}"
-    budget=${BUDGET_S:-900} pipeline_s=400 check_s=200 compiled_s=300
+    budget=${BUDGET_S:-900} pipeline_s=400 check_s=200 compiled_s=300 memory_s=400
 else
     torch_python=$(command -v python3) jax_python=$(command -v python3) snakemake_python=$(command -v python3)
     overrides=""
@@ -78,7 +82,7 @@ else
     # Llama 3.2 1B, 4 x 2048 tokens: a step is 0.20 s (PyTorch) to 0.23 s (JAX) on an H200;
     # each check builds the runner and the reference in one process (62 GiB with PyTorch).
     llm_args=(--device cuda --model llama3_1b --batch 4 --seq-len 2048 --warmup 3 --steps 10 --rounds 4)
-    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100} compiled_s=${COMPILED_S:-240}
+    pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100} compiled_s=${COMPILED_S:-240} memory_s=${MEMORY_S:-500}
     # Seen on an H200 (docs/gpu.md): the pipeline's six runs ~7.5 min (JAX ~100 s a run, 65 s
     # of it before the first step), the PyTorch check ~2 min, the JAX check ~3.5 min. A
     # session's 15 device minutes hold two calls: STAGES=pipeline, then STAGES="pytorch jax".
@@ -166,6 +170,16 @@ if [ "$workload" = llm ]; then
     # lets repeats 2 and 3 skip most of the compile).
     printf 'grid: {frameworks: [pytorch]}\nrun: {compile: true}\n' >"$work/compiled.yaml"
     want compiled && pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
+    # The memory axes (docs/memory.md): each checkpointing mode at one micro-batch, and two
+    # micro-batches without it; the tables hold the measured peak beside the estimate.
+    cat >"$work/memory.yaml" <<'EOF'
+grid:
+  activation_checkpointing: [none, selective, full]
+  grad_accum: [1, 2]
+  exclude: [{activation_checkpointing: [selective, full], grad_accum: 2}]
+protocol: {warmup_steps: 3, measured_steps: 10, repeats: 1}
+EOF
+    want memory && pipeline_s=$memory_s pipeline memory gpu_campaign_memory.tar.gz "$work/memory.yaml"
 else
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)

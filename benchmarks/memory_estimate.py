@@ -56,7 +56,7 @@ def measured_peak_mib(framework: str, strategy: str, scale: str, batch: int, seq
 def estimated_mib(framework: str, strategy: str, scale: str, batch: int, seq_len: int) -> float:
     record = capabilities(framework).strategy(strategy)
     sharding = fit.Sharding.of(scale, bool(record and record.tensor_parallel), bool(record and record.shards_state))
-    return fit.estimate_bytes("llama_small", "fp32", batch, seq_len, sharding, "cpu")["total"] / MIB
+    return fit.estimate_bytes("llama_small", "fp32", fit.StepShape(batch, seq_len), sharding, "cpu")["total"] / MIB
 
 
 def main() -> int:

@@ -8,15 +8,24 @@ framework environment.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 # Every value that ends up in a path or a shell command matches one of these.
 SAFE_NAME = r"[a-z][a-z0-9_]*"
 SCALE_PATTERN = r"[1-9][0-9]*x[1-9][0-9]*"
 BATCH_PATTERN = r"[1-9][0-9]*|max"
 
+# How a step trains beyond its strategy: activation checkpointing (none: every activation kept
+# for backward; selective: the matmuls' outputs kept, the rest recomputed; full: each block
+# recomputed) and gradient accumulation (micro-batches per optimizer update).
+ACTIVATION_CHECKPOINTING = ("none", "selective", "full")
+NO_CHECKPOINTING, NO_ACCUMULATION = "none", 1
+# Their path form, a suffix of the strategy's segment: `fsdp+ac_full+ga4`; empty at the defaults,
+# so a run at the defaults keeps the directory it has always had.
+TRAINING_PATTERN = r"(\+ac_(?:selective|full))?(\+ga(?:[2-9]|[1-9][0-9]+))?"
+
 # A run's place below results/runs/ (its directory) and logs/runs/ (its Snakemake job log).
-RUN_PATH_TEMPLATE = "{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/rep{repeat}"
+RUN_PATH_TEMPLATE = "{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}{training}/rep{repeat}"
 RUN_DIR_TEMPLATE = "results/runs/" + RUN_PATH_TEMPLATE
 RUN_LOG_TEMPLATE = "logs/runs/" + RUN_PATH_TEMPLATE + ".log"
 
@@ -37,12 +46,46 @@ WILDCARD_CONSTRAINTS = {
     "batch": BATCH_PATTERN,
     "scale": SCALE_PATTERN,
     "strategy": SAFE_NAME,
+    "training": TRAINING_PATTERN,
     "repeat": r"[0-9]+",
     "device": r"cpu|cuda",
 }
 
 # A single-device run has no parallel strategy; this is its strategy name.
 SINGLE_DEVICE = "single"
+
+
+def training_suffix(activation_checkpointing: str, grad_accum: int) -> str:
+    """The path form of a run's training options (TRAINING_PATTERN): empty at the defaults."""
+    checkpointing = "" if activation_checkpointing == NO_CHECKPOINTING else f"+ac_{activation_checkpointing}"
+    return checkpointing + ("" if int(grad_accum) == NO_ACCUMULATION else f"+ga{grad_accum}")
+
+
+def parse_training(suffix: str) -> dict:
+    """`training_suffix`'s inverse: {activation_checkpointing, grad_accum}."""
+    match = re.fullmatch(TRAINING_PATTERN, suffix)
+    if not match:
+        raise ValueError(f"training options {suffix!r} are not of the form +ac_<mode>+ga<n>")
+    checkpointing, accumulation = match.groups()
+    return {
+        "activation_checkpointing": checkpointing[len("+ac_") :] if checkpointing else NO_CHECKPOINTING,
+        "grad_accum": int(accumulation[len("+ga") :]) if accumulation else NO_ACCUMULATION,
+    }
+
+
+def _check_training(activation_checkpointing: str, grad_accum) -> None:
+    if activation_checkpointing not in ACTIVATION_CHECKPOINTING:
+        raise ValueError(
+            f"run coordinate activation_checkpointing={activation_checkpointing!r} is not one of "
+            f"{', '.join(ACTIVATION_CHECKPOINTING)}"
+        )
+    if isinstance(grad_accum, bool) or not isinstance(grad_accum, int) or grad_accum < 1:
+        raise ValueError(f"run coordinate grad_accum={grad_accum!r} is not a whole number of micro-batches >= 1")
+
+
+def _as_accumulation(value) -> int:
+    """grad_accum as an int from a table's, a path's or a wildcard's text ("4" -> 4)."""
+    return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
 @dataclass(frozen=True, order=True)
@@ -80,13 +123,18 @@ class RunCoords:
     batch: str  # per-device batch as text: an integer or "max"
     scale: str
     strategy: str
+    # Keyword-only, with their defaults: between strategy and repeat in tables and sort order.
+    activation_checkpointing: str = field(default=NO_CHECKPOINTING, kw_only=True)
+    grad_accum: int = field(default=NO_ACCUMULATION, kw_only=True)
     repeat: int
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = str(getattr(self, f.name))
-            if not re.fullmatch(WILDCARD_CONSTRAINTS[f.name], value):
-                raise ValueError(f"run coordinate {f.name}={value!r} is not allowed")
+        object.__setattr__(self, "grad_accum", _as_accumulation(self.grad_accum))
+        for name in PATH_FIELDS:
+            value = str(getattr(self, name))
+            if not re.fullmatch(WILDCARD_CONSTRAINTS[name], value):
+                raise ValueError(f"run coordinate {name}={value!r} is not allowed")
+        _check_training(self.activation_checkpointing, self.grad_accum)
 
     @property
     def scale_obj(self) -> Scale:
@@ -97,8 +145,23 @@ class RunCoords:
         return self.scale_obj.devices
 
     @property
+    def training(self) -> str:
+        """The training options' path form (the `training` wildcard)."""
+        return training_suffix(self.activation_checkpointing, self.grad_accum)
+
+    @property
     def run_dir(self) -> str:
-        return RUN_DIR_TEMPLATE.format(**vars(self))
+        return RUN_DIR_TEMPLATE.format(**self.wildcards())
+
+    def wildcards(self) -> dict:
+        """The run's path wildcards (WILDCARD_NAMES) as text."""
+        return {**{name: str(getattr(self, name)) for name in PATH_FIELDS}, "training": self.training}
+
+    @classmethod
+    def from_wildcards(cls, values) -> RunCoords:
+        """A run from its path wildcards (a mapping or Snakemake's wildcards object)."""
+        read = values.get if isinstance(values, dict) else lambda name: getattr(values, name)
+        return cls.from_dict({**{name: read(name) for name in PATH_FIELDS}, **parse_training(read("training"))})
 
     @property
     def cell(self) -> CellKey:
@@ -112,8 +175,13 @@ class RunCoords:
 
     @classmethod
     def from_dict(cls, values: dict) -> RunCoords:
-        names = [f.name for f in fields(cls)]
-        return cls(**{n: (int(values[n]) if n == "repeat" else str(values[n])) for n in names})
+        """A run from its coordinates by name (a table's row, a header's `run`); the training
+        options may be absent (a log or table from before they existed): their defaults."""
+        given = {n: (int(values[n]) if n == "repeat" else str(values[n])) for n in PATH_FIELDS}
+        for name, default in TRAINING_DEFAULTS.items():
+            given[name] = values.get(name, default) if hasattr(values, "get") else default
+        given["grad_accum"] = _as_accumulation(str(given["grad_accum"]))
+        return cls(**given)
 
     def with_(self, **changes) -> RunCoords:
         return replace(self, **changes)
@@ -128,14 +196,42 @@ class CellKey:
     batch: str
     scale: str
     strategy: str
+    activation_checkpointing: str = NO_CHECKPOINTING
+    grad_accum: int = NO_ACCUMULATION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grad_accum", _as_accumulation(self.grad_accum))
+        _check_training(self.activation_checkpointing, self.grad_accum)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     @property
+    def training(self) -> str:
+        return training_suffix(self.activation_checkpointing, self.grad_accum)
+
+    def wildcards(self) -> dict:
+        """The cell's path wildcards (CELL_WILDCARD_NAMES) as text."""
+        return {**{name: str(getattr(self, name)) for name in PATH_FIELDS[:-1]}, "training": self.training}
+
+    @classmethod
+    def from_wildcards(cls, values) -> CellKey:
+        """A cell from its path wildcards (a mapping or Snakemake's wildcards object)."""
+        read = values.get if isinstance(values, dict) else lambda name: getattr(values, name)
+        return cls(**{name: str(read(name)) for name in PATH_FIELDS[:-1]}, **parse_training(read("training")))
+
+    @property
     def label(self) -> str:
-        return f"{self.framework} {self.model} {self.precision} {self.data} bs{self.batch} {self.scale} {self.strategy}"
+        return (
+            f"{self.framework} {self.model} {self.precision} {self.data} bs{self.batch} {self.scale} "
+            f"{self.strategy}{self.training}"
+        )
 
 
 CELL_FIELDS = [f.name for f in fields(CellKey)]
 RUN_FIELDS = [f.name for f in fields(RunCoords)]
+TRAINING_DEFAULTS = {"activation_checkpointing": NO_CHECKPOINTING, "grad_accum": NO_ACCUMULATION}
+# The coordinates that are path wildcards as they are; the training options are one wildcard.
+PATH_FIELDS = [name for name in RUN_FIELDS if name not in TRAINING_DEFAULTS]
+WILDCARD_NAMES = [*PATH_FIELDS[:-1], "training", "repeat"]
+CELL_WILDCARD_NAMES = WILDCARD_NAMES[:-1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from dlbench.coords import SINGLE_DEVICE, Scale
+from dlbench.coords import SINGLE_DEVICE, TRAINING_DEFAULTS, Scale, training_suffix
 from dlbench.models import CATALOGUE, sample_unit
 from dlbench.runners import capabilities, framework_names
 
@@ -57,6 +57,10 @@ PRECISION_TEXT = {"fp32": "32-bit floating point", "amp": "automatic mixed preci
 SCALE_AXIS = "scale: nodes x devices per node"
 
 
+# The memory figure's mark for planning's estimate (dlbench.planning.fit).
+MEMORY_ESTIMATE = "estimated at planning"
+
+
 def status_label(status: str, unknown: Callable[[str], str] = str.upper) -> str:
     """`OOM`, `N/A`, …; a status without a label (partial) as `unknown` spells it."""
     return STATUS_TEXT.get(status, unknown(status))
@@ -88,6 +92,22 @@ def sorted_scales(scales: Iterable[str]) -> list[str]:
 def caict(scale: str) -> str:
     """CAICT's notation of a scale (nodes, devices in all): `2x4` → `2n8c`."""
     return Scale.parse(scale).caict_label
+
+
+def with_training_in_strategy(frame):
+    """A cells or runs table as tables and figures show it: where a cell trains with activation
+    checkpointing or gradient accumulation, its strategy is written as its run directory writes
+    it (`fsdp+ac_full+ga4`), so that every row, series and label that tells cells apart by
+    framework, scale and strategy tells these apart too. A table at the defaults: as it is."""
+    if frame.empty or not set(TRAINING_DEFAULTS) <= set(frame.columns):
+        return frame
+    suffixes = [
+        training_suffix(mode, int(accum))
+        for mode, accum in zip(frame["activation_checkpointing"], frame["grad_accum"], strict=True)
+    ]
+    if not any(suffixes):
+        return frame
+    return frame.assign(strategy=[f"{s}{x}" for s, x in zip(frame["strategy"], suffixes, strict=True)])
 
 
 def scale_and_strategy(scale: str, strategy: str) -> str:

@@ -154,7 +154,7 @@ def test_command_classes_build_one_template_per_class_and_fall_back_on_a_mismatc
 
     runs = [
         Wildcards(framework="mxnet", model=m, precision="fp32", data="real", batch=b, scale="1x1", strategy="single",
-                  repeat=r)
+                  training="", repeat=r)
         for m in ("resnet50", "vgg16") for b in ("1", "64") for r in ("1", "2", "3")
     ]  # fmt: skip
     classes = CommandClasses(command)

@@ -23,6 +23,8 @@ def runs(throughputs: dict[str, list[float]]) -> pd.DataFrame:
             "batch": "8",
             "scale": "1x1",
             "strategy": "single",
+            "activation_checkpointing": "none",
+            "grad_accum": 1,
             "repeat": i,
             "status": "ok",
             "reason": "",

@@ -21,7 +21,7 @@ GIB = fit.GIB
 
 
 def estimate(model="llama_small", precision="fp32", batch=2, seq=512, sharding=None, device="cpu"):
-    return fit.estimate_bytes(model, precision, batch, seq, sharding or fit.Sharding(1), device)
+    return fit.estimate_bytes(model, precision, fit.StepShape(batch, seq), sharding or fit.Sharding(1), device)
 
 
 def test_sharding_the_state_and_splitting_the_blocks_shrink_what_a_rank_holds():
@@ -64,18 +64,39 @@ def llm_config(**run) -> dict:
 
 
 def test_a_cell_that_cannot_fit_is_na_with_the_estimate_and_the_device():
+    """config/grids/llm.yaml: activation checkpointing none and full, one global batch of 32."""
     grid = dlbench_config.checked_grid(llm_config(device_memory_gib=60))
-    reasons = {(c.strategy, c.scale): why for c, why in grid.unavailable.items() if c.framework == "pytorch"}
-    assert (
-        "needs ≈ 100.3 GiB per rank" in reasons[("fsdp", "1x8")] and "the device has 60 GiB" in reasons[("fsdp", "1x8")]
-    )
-    fits = [r for r in grid.runs if r.framework == "pytorch"]
-    assert {(r.strategy, r.scale) for r in fits} == {("fsdp_tp", "2x8"), ("fsdp_tp", "4x8")}
+    reasons = {
+        (c.strategy + c.training, c.scale): why for c, why in grid.unavailable.items() if c.framework == "pytorch"
+    }
+    assert "needs ≈ 126.5 GiB per rank" in reasons[("fsdp+ga4", "1x8")]
+    assert "the device has 60 GiB" in reasons[("fsdp+ga4", "1x8")]
+    fits = {(r.strategy + r.cell.training, r.scale) for r in grid.runs if r.framework == "pytorch"}
+    # checkpointing every block makes FSDP fit where accumulation does not hold whole gradients
+    assert ("fsdp+ac_full", "4x8") in fits and ("fsdp+ac_full+ga4", "1x8") not in fits
+    assert ("fsdp_tp+ga2", "2x8") in fits and ("fsdp_tp+ga4", "1x8") not in fits
     assert not dlbench_config.checked_grid(llm_config(device_memory_gib=200)).unavailable
     # the device's memory from its type; an unknown type refuses nothing
     h100 = dlbench_config.checked_grid(llm_config(gpu_type="h100")).unavailable
+    assert {c.training for c in h100 if c.framework == "pytorch"} == {"+ga4", "+ga2", ""}
     assert any("the device has 79.6 GiB" in why for why in h100.values())
     assert not dlbench_config.checked_grid(llm_config(gpu_type="b300")).unavailable
+
+
+def test_checkpointing_shrinks_the_estimate_and_fsdp_accumulation_holds_whole_gradients():
+    """What a rank keeps for backward: full < selective < none; FSDP2 keeps unsynced gradients whole."""
+    from dlbench import llm
+    from dlbench.coords import CellKey
+
+    def cell(mode="none", accum=1):
+        return CellKey("pytorch", "llama3_8b", "amp", "synthetic", "1", "1x8", "fsdp", mode, accum)
+
+    none, selective, full = (fit.cell_estimate_gib(cell(m), 8192, "cuda") for m in ("none", "selective", "full"))
+    assert full < selective < none
+    # accumulating, FSDP2 holds each gradient whole until the last micro-batch reduce-scatters it
+    unsynced = fit.cell_estimate_gib(cell("full", 4), 8192, "cuda") - full
+    assert unsynced == pytest.approx(4 * llm.parameter_count("llama3_8b") * 7 / 8 / fit.GIB, rel=0.01)
+    assert fit.cell_estimate_gib(cell("full"), 8192, "cpu") == pytest.approx(full - fit.CUDA_RUNTIME_GIB)
 
 
 def test_the_default_cpu_grid_is_never_refused_without_a_device_memory():
@@ -89,5 +110,5 @@ def test_a_dry_run_lists_the_cells_that_cannot_fit(tmp_path):
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     said = done.stdout + done.stderr  # Snakemake's log goes to stdout without a terminal
-    assert "12 cell(s) N/A before anything runs" in said
-    assert "pytorch llama3_8b amp bs1 1x8 fsdp: does not fit: needs ≈ 100.3 GiB per rank" in said
+    assert "18 cell(s) N/A before anything runs" in said
+    assert "pytorch llama3_8b amp bs1 1x8 fsdp+ga4: does not fit: needs ≈ 126.5 GiB per rank" in said

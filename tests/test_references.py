@@ -16,6 +16,8 @@ def cell(**values):
         batch="64",
         scale="1x1",
         strategy="single",
+        activation_checkpointing="none",
+        grad_accum=1,
         devices=1,
         status="ok",
         throughput=219.0,

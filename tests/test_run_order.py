@@ -53,7 +53,8 @@ def test_run_spread_nodes_pins_each_repeat_in_the_slurm_resources(tmp_path):
     result = dry_run(tmp_path, override)
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = re.findall(
-        r"    wildcards: .*scale=(\S+), strategy=\S+, repeat=(\d)\n(?:    .*\n)*?    resources: (.*)", result.stdout
+        r"    wildcards: .*scale=(\S+), strategy=\S+, training=\S*, repeat=(\d)\n(?:    .*\n)*?    resources: (.*)",
+        result.stdout,
     )
     pinned = {(scale, repeat): re.search(r"slurm_extra=([^,]*)", res) for scale, repeat, res in jobs}
     assert pinned[("1x1", "1")].group(1) == "--nodelist=n1" and pinned[("1x1", "2")].group(1) == "--nodelist=n2"

@@ -412,7 +412,7 @@ def test_launcher_records_a_cancelled_run_instead_of_rerunning(tmp_path, monkeyp
     run_dir = tmp_path / coords.run_dir
     run_dir.mkdir(parents=True)
     slurm.write_record(run_dir, {"job_id": "31", "attempt": 1, "state": "running"})
-    argv = [f"--{k}={v}" for k, v in coords.as_dict().items()]
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in coords.as_dict().items()]
     argv += [
         "--run-dir",
         coords.run_dir,

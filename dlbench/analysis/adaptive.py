@@ -17,12 +17,13 @@ from dlbench.analysis import stats
 from dlbench.analysis.columns import col
 from dlbench.coords import CELL_FIELDS, CellKey, RunCoords
 
-DECISION_TEMPLATE = "results/repeats/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/after{n}.json"
+DECISION_TEMPLATE = (
+    "results/repeats/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}{training}/after{n}.json"
+)
 
 
-def decision_path(cell: CellKey | dict, n: int) -> str:
-    values = cell.as_dict() if isinstance(cell, CellKey) else dict(cell)
-    return DECISION_TEMPLATE.format(**{f: values[f] for f in CELL_FIELDS}, n=n)
+def decision_path(cell: CellKey, n: int) -> str:
+    return DECISION_TEMPLATE.format(**cell.wildcards(), n=n)
 
 
 def decide(runs: pd.DataFrame, protocol: dict) -> dict:
@@ -81,7 +82,7 @@ def stop_reasons(cells: pd.DataFrame, protocol: dict, root: str | Path = ".") ->
     def reason(row) -> str:
         if row.get(col.status) == "unavailable":
             return ""
-        decision = last_decision(CellKey(**{f: str(row[f]) for f in CELL_FIELDS}), minimum, root)
+        decision = last_decision(CellKey(**{f: row[f] for f in CELL_FIELDS}), minimum, root)
         return decision["reason"] if decision else ""
 
     return cells.assign(repeats_stop=[reason(row) for _, row in cells.iterrows()])

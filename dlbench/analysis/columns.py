@@ -27,12 +27,13 @@ from types import SimpleNamespace
 import pandas as pd
 import yaml
 
-from dlbench.coords import RUN_FIELDS
+from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "workflow" / "schemas"
-TABLES_SCHEMA = "dlbench.tables/1"
+TABLES_SCHEMA = "dlbench.tables/2"
 # The versions read_runs/read_cells take; a manifest without `tables_schema` predates it: /1.
-READABLE = (TABLES_SCHEMA,)
+# Version 1 predates the training options: its runs trained at their defaults.
+READABLE = ("dlbench.tables/1", TABLES_SCHEMA)
 UNVERSIONED = "dlbench.tables/1"
 # How each schema type is read back (the others: as pandas infers them).
 READ_AS = {"string": str}
@@ -68,7 +69,7 @@ class Table:
         version = version or UNVERSIONED
         if version not in READABLE:
             raise TableSchemaError(f"{path}: tables schema {version!r}, this dlbench reads {', '.join(READABLE)}")
-        return pd.read_csv(path, dtype=self.dtypes)
+        return with_training_defaults(pd.read_csv(path, dtype=self.dtypes))
 
     def validated(self, frame: pd.DataFrame) -> pd.DataFrame:
         """`frame` itself, once every row matches the schema (else a TableSchemaError)."""
@@ -110,6 +111,17 @@ TABLES = (RUNS, CELLS)
 col = SimpleNamespace(**{name: name for table in TABLES for name in table.columns})
 
 
+def with_training_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table written before the training options were coordinates (version 1), with them at
+    their defaults after `strategy`; a table that has them, as it is."""
+    if "strategy" not in frame.columns or set(TRAINING_DEFAULTS) <= set(frame.columns):
+        return frame
+    at = frame.columns.get_loc("strategy") + 1
+    for offset, (name, default) in enumerate(TRAINING_DEFAULTS.items()):
+        frame.insert(at + offset, name, default)
+    return frame
+
+
 def read_runs(path: str | Path, version: str | None = None) -> pd.DataFrame:
     return RUNS.read(path, version)
 
@@ -120,7 +132,8 @@ def read_cells(path: str | Path, version: str | None = None) -> pd.DataFrame:
 
 def read_keyed(path: str | Path) -> pd.DataFrame:
     """Another table keyed by run coordinates (losses.csv, references.csv): those typed as here."""
-    return pd.read_csv(path, dtype={name: dtype for name, dtype in RUNS.dtypes.items() if name in RUN_FIELDS})
+    dtypes = {name: dtype for name, dtype in RUNS.dtypes.items() if name in RUN_FIELDS}
+    return with_training_defaults(pd.read_csv(path, dtype=dtypes))
 
 
 @functools.cache

@@ -2,13 +2,16 @@
 (`device_memory`: PyTorch's caching allocator reservation where it has one, else the tensors'
 peak; JAX's peak bytes in use; the whole run's, docs/gpu.md), on a CPU the process's peak
 resident set over the measured window (`window_rss_mb`; the whole run's `max_rss_mb` where a
-log has no window figure). A run's figure is its largest rank's: the rank that runs out first."""
+log has no window figure). A run's figure is its largest rank's: the rank that runs out first.
+Beside it, an LLM run's estimate as planning made it (dlbench.planning.fit), from the run's
+coordinates and its header's sequence length and device."""
 
 from __future__ import annotations
 
 import math
 
 from dlbench.analysis.columns import col
+from dlbench.planning import fit
 
 GIB = 2**30
 DEVICE, HOST, HOST_RUN = "device allocator peak", "host peak RSS (measured window)", "host peak RSS (whole run)"
@@ -30,14 +33,17 @@ def _rank_peak(log) -> tuple[float, str, float]:
     return (float(rss) * 2**20 if rss is not None else math.nan), HOST_RUN, math.nan
 
 
-def run_memory(logs) -> dict:
-    """A run's memory columns: the largest rank's peak in GiB, what it measures, and its share of
+def run_memory(logs, coords) -> dict:
+    """A run's memory columns: the largest rank's peak in GiB, what it measures, its share of
     the allocator's limit where one is reported (PyTorch: the device's memory; JAX: the pool
-    XLA preallocated, 75 % of the device by default)."""
+    XLA preallocated, 75 % of the device by default), and planning's estimate."""
     peaks = [_rank_peak(log) for log in logs]
     peak, basis, capacity = max(peaks, key=lambda p: -1.0 if math.isnan(p[0]) else p[0])
+    header = logs[0].header or {}
+    estimate = fit.cell_estimate_gib(coords.cell, int(header.get("seq_len") or 0), header.get("device", "cpu"))
     return {
         col.peak_memory_gib: peak / GIB,
+        col.memory_estimate_gib: math.nan if estimate is None else estimate,
         col.memory_basis: basis if not math.isnan(peak) else "",
         col.memory_share: peak / capacity if capacity > 0 else math.nan,
     }
@@ -45,12 +51,10 @@ def run_memory(logs) -> dict:
 
 def cell_memory(group) -> dict:
     """A cell's memory columns: the means over its runs that finished; the basis they share."""
+    numbers = (col.peak_memory_gib, col.memory_estimate_gib, col.memory_share)
     if col.peak_memory_gib not in group:
-        return {col.peak_memory_gib: math.nan, col.memory_share: math.nan, col.memory_basis: ""}
+        return {**dict.fromkeys(numbers, math.nan), col.memory_basis: ""}
     ok = group[group[col.status] == "ok"]
-    out = {
-        c: float(ok[c].dropna().mean()) if ok[c].notna().any() else math.nan
-        for c in (col.peak_memory_gib, col.memory_share)
-    }
+    out = {c: float(ok[c].dropna().mean()) if c in ok and ok[c].notna().any() else math.nan for c in numbers}
     bases = sorted({b for b in ok[col.memory_basis].fillna("") if b})
     return out | {col.memory_basis: " / ".join(bases)}

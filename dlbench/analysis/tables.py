@@ -118,6 +118,7 @@ def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(cells: pd.DataFrame, protocol: dict) -> str:
+    cells = labels.with_training_in_strategy(cells)
     lines = [
         "# dlbench results",
         "",
@@ -179,6 +180,11 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
             col.scale: shown[col.scale],
             col.strategy: shown[col.strategy],
             "GiB per rank": shown[col.peak_memory_gib].round(3),
+            **(
+                {"estimated": shown[col.memory_estimate_gib].round(3)}
+                if col.memory_estimate_gib in shown and shown[col.memory_estimate_gib].notna().any()
+                else {}
+            ),
             "of the limit": shown[col.memory_share].map(lambda v: f"{v:.1%}" if v == v else ""),
             "what": shown[col.memory_basis],
         }

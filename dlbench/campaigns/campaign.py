@@ -50,12 +50,14 @@ class Campaign:
         return self.manifest["kind"]
 
     def repeats(self) -> dict[tuple, list[float]]:
-        """Per cell key (CELL_FIELDS order), the throughputs of its repeats that produced one."""
+        """Per cell key (CELL_FIELDS order, as text), the throughputs of its repeats that produced one."""
         from dataclasses import astuple
 
         from dlbench.findings.comparisons import repeats_by_cell
 
-        return {astuple(key): values.tolist() for key, values in repeats_by_cell(self.runs).items()}
+        return {
+            tuple(str(v) for v in astuple(key)): values.tolist() for key, values in repeats_by_cell(self.runs).items()
+        }
 
 
 def _read_table(table: Table, path: Path, manifest: dict | None = None) -> pd.DataFrame:

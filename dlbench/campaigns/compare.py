@@ -18,7 +18,7 @@ import pandas as pd
 from dlbench.analysis import stats, tables
 from dlbench.analysis.columns import col
 from dlbench.campaigns.campaign import PROTOCOL_KEYS, Campaign
-from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
+from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE, TRAINING_DEFAULTS, training_suffix
 
 # Differences that make a ratio meaningless (another workload), as against the ones a
 # comparison is made to find (another driver, image, framework version or machine).
@@ -109,6 +109,13 @@ def _keyed(cells: pd.DataFrame) -> dict[tuple, pd.Series]:
     return {_key(c): c for _, c in cells.iterrows()}
 
 
+def key_text(key: tuple) -> str:
+    """A cell's key as its run directory writes it: `pytorch/resnet50/.../ddp`, `...fsdp+ac_full`."""
+    values = dict(zip(CELL_FIELDS, key, strict=True))
+    shown = "/".join(values[f] for f in CELL_FIELDS if f not in TRAINING_DEFAULTS)
+    return shown + training_suffix(values[col.activation_checkpointing], int(values[col.grad_accum]))
+
+
 def unmatched_reason(key: tuple, others: list[tuple], side: str) -> str:
     """`no <side> cell; nearest differs in strategy (a vs b)`: the coordinates that differ
     from the closest cell on the other side."""
@@ -142,13 +149,13 @@ def compare(
     rows = []
     for key in sorted(set(a) & set(b)):
         if not (ra[key] and rb[key]):
-            result.unmatched.append({"cell": "/".join(key), col.reason: "a side has no number (failed or N/A cell)"})
+            result.unmatched.append({"cell": key_text(key), col.reason: "a side has no number (failed or N/A cell)"})
             continue
         rows.append(_cell_row(key, a[key], b[key], ra[key], rb[key], statistic, tolerance, min_repeats))
     for key in sorted(set(a) - set(b)):
-        result.unmatched.append({"cell": "/".join(key), col.reason: unmatched_reason(key, sorted(b), "candidate")})
+        result.unmatched.append({"cell": key_text(key), col.reason: unmatched_reason(key, sorted(b), "candidate")})
     for key in sorted(set(b) - set(a)):
-        result.unmatched.append({"cell": "/".join(key), col.reason: unmatched_reason(key, sorted(a), "reference")})
+        result.unmatched.append({"cell": key_text(key), col.reason: unmatched_reason(key, sorted(a), "reference")})
     result.cells = pd.DataFrame(rows, columns=COLUMNS)
     return result
 

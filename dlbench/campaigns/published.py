@@ -23,7 +23,7 @@ import re
 import pandas as pd
 
 from dlbench.analysis.aggregate import add_speedup
-from dlbench.analysis.columns import TABLES_SCHEMA, col
+from dlbench.analysis.columns import TABLES_SCHEMA, col, with_training_defaults
 from dlbench.analysis.references import load_published
 from dlbench.campaigns.campaign import SCHEMA, Campaign
 from dlbench.coords import CELL_FIELDS, SINGLE_DEVICE
@@ -86,6 +86,7 @@ def _cells(rows: pd.DataFrame) -> pd.DataFrame:
         n=1,
         repeats=1,
     )
+    rows = with_training_defaults(rows)  # the published studies trained plainly
     # One 1-GPU number per series is the single-device cell; several (one per strategy) keep theirs.
     singles = rows[rows[col.devices] == 1].groupby(SERIES)[col.strategy].transform("nunique")
     rows.loc[singles[singles == 1].index, col.strategy] = SINGLE_DEVICE

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 
-from dlbench.coords import RUN_FIELDS, RunCoords
+from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords
 from dlbench.protocol import STATISTICS, RunProtocol
 
 # A launcher stops ranks this long after their own time limit: ranks enforce the limit
@@ -119,6 +119,10 @@ def argv_of(coords: Mapping[str, object], settings: Mapping[str, object]) -> lis
         raise TypeError(f"not fields of LaunchRequest: {sorted(unknown)}")
     argv: list[str] = []
     for name, value in [*((n, coords[n]) for n in RUN_FIELDS), *settings["protocol"].as_dict().items()]:
+        # The training options at their defaults are left out: a run's command line is the one
+        # it had before they existed (Snakemake's params trigger sees no change).
+        if name in TRAINING_DEFAULTS and str(value) == str(TRAINING_DEFAULTS[name]):
+            continue
         argv += [_flag(name), str(value)]
     for f in _option_fields():
         value = settings[f.name] if f.default is MISSING else settings.get(f.name, f.default)
@@ -140,7 +144,10 @@ def argument_parser() -> argparse.ArgumentParser:
     """The launcher's options, from `LaunchRequest`'s fields (types, defaults, help)."""
     parser = argparse.ArgumentParser(prog="python -m dlbench.launch", description="Start the processes of one run.")
     for name in RUN_FIELDS:
-        parser.add_argument(_flag(name), required=True)
+        if name in TRAINING_DEFAULTS:
+            parser.add_argument(_flag(name), default=str(TRAINING_DEFAULTS[name]))
+        else:
+            parser.add_argument(_flag(name), required=True)
     for f in fields(RunProtocol):
         choices = STATISTICS if f.name == "statistic" else None
         parser.add_argument(_flag(f.name), required=True, type=int if f.type == "int" else str, choices=choices)

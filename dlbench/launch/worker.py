@@ -79,7 +79,9 @@ def time_steps(
     loop = _per_step_sync if events is None else _window_sync
     t_start, t_end, data_wait, losses = loop(runner, warmup_steps, total, progress_every * (rank == 0), meter, events)
     spec = runner.spec
-    samples = spec.batch * spec.local_devices * samples_per_example(spec.coords.model, spec.seq_len)
+    # A step trains grad_accum micro-batches: every one's samples count.
+    micro_batches = spec.batch * spec.coords.grad_accum * spec.local_devices
+    samples = micro_batches * samples_per_example(spec.coords.model, spec.seq_len)
     return [
         {
             "i": i,

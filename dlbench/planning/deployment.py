@@ -292,7 +292,7 @@ class Deployment:
             if (run.framework, run.scale) in seen:
                 continue
             seen.add((run.framework, run.scale))
-            wildcards = RunWildcards({name: str(value) for name, value in vars(run).items()})
+            wildcards = RunWildcards.of(run)
             launcher = SrunLauncher(self.launch_request(wildcards, protocol, None))
             try:
                 line = shlex.join(launcher.command())

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench import devices, llm
-from dlbench.coords import Scale
+from dlbench.coords import SINGLE_DEVICE, CellKey, Scale
+from dlbench.models import CATALOGUE
+from dlbench.runners import capabilities
 
 GIB = 2**30
 # Bytes a parameter holds for the whole run: fp32 weights, fp32 gradients and AdamW's two fp32
@@ -32,6 +34,24 @@ LOGIT_FP32_TENSORS = 2
 GATHERED_BLOCKS = 2
 # What a CUDA process holds beyond its tensors: context, cuBLAS/cuDNN workspaces, allocator slack.
 CUDA_RUNTIME_GIB = 1.0
+# Under activation checkpointing a block keeps its fp32 input, and (selective) in the compute
+# dtype the outputs of its matmuls and of attention: q, the attention's output, o and down
+# (4 × hidden), k and v (2 × kv width), gate and up (2 × ffn); the block being recomputed
+# holds its whole set once.
+CHECKPOINT_INPUT_BYTES_PER_HIDDEN = 4
+SELECTIVE_SAVED_HIDDEN, SELECTIVE_SAVED_KV, SELECTIVE_SAVED_FFN = 4, 2, 2
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """A rank's step: micro-batches of `batch` sequences of `seq_len` tokens under
+    `activation_checkpointing`, `grad_accum` of them before each update (each micro-batch's
+    activations are freed by its own backward)."""
+
+    batch: int
+    seq_len: int
+    activation_checkpointing: str = "none"
+    grad_accum: int = 1
 
 
 @dataclass(frozen=True)
@@ -55,19 +75,31 @@ class Sharding:
         return self.devices // self.tp if self.shards_state else 1
 
 
-def estimate_bytes(model: str, precision: str, batch: int, seq_len: int, sharding: Sharding, device: str) -> dict:
+def _activation_bytes_per_token(s: llm.LlamaShape, compute: int, amp: bool, tp: int, checkpointing: str) -> float:
+    """Bytes per token that the blocks keep for backward (docs/memory.md)."""
+    kv = s.kv_heads * s.head_dim
+    per_block = RESIDUAL_BYTES_PER_HIDDEN * s.hidden + compute * (
+        (COMPUTE_TENSORS_HIDDEN * s.hidden + COMPUTE_TENSORS_KV * kv + COMPUTE_TENSORS_FFN * s.ffn) / tp
+        + (AMP_CASTS_HIDDEN * s.hidden if amp else 0)
+    )
+    if checkpointing == "none":
+        return s.layers * per_block
+    kept = CHECKPOINT_INPUT_BYTES_PER_HIDDEN * s.hidden
+    if checkpointing == "selective":
+        kept += (
+            compute * (SELECTIVE_SAVED_HIDDEN * s.hidden + SELECTIVE_SAVED_KV * kv + SELECTIVE_SAVED_FFN * s.ffn) / tp
+        )
+    return s.layers * kept + per_block
+
+
+def estimate_bytes(model: str, precision: str, step: StepShape, sharding: Sharding, device: str) -> dict:
     """Each term of one rank's peak memory (bytes) and their `total` (docs/memory.md)."""
     s = llm.shape(model)
     blocks = s.layers * llm.block_parameters(s)
     whole = blocks / sharding.tp + llm.parameter_count(model) - blocks  # a rank's share of each weight
     amp = precision == "amp"
     compute = 2 if amp else 4
-    kv = s.kv_heads * s.head_dim
-    per_token_block = RESIDUAL_BYTES_PER_HIDDEN * s.hidden + compute * (
-        (COMPUTE_TENSORS_HIDDEN * s.hidden + COMPUTE_TENSORS_KV * kv + COMPUTE_TENSORS_FFN * s.ffn) / sharding.tp
-        + (AMP_CASTS_HIDDEN * s.hidden if amp else 0)
-    )
-    tokens = batch * seq_len
+    tokens = step.batch * step.seq_len
     replicated = sharding.devices > 1 and not sharding.shards_state
     terms = {
         "state": STATE_BYTES * whole / sharding.state_shards,
@@ -75,15 +107,36 @@ def estimate_bytes(model: str, precision: str, batch: int, seq_len: int, shardin
         # autocast keeps its casts of the gathered weights for the whole forward: not sharded
         "casts": CAST_BYTES * whole if amp else 0.0,
         "reduced_gradients": REDUCED_GRADIENT_BYTES * whole if replicated else 0.0,
-        "activations": tokens * s.layers * per_token_block,
+        # FSDP2 accumulating without syncing keeps each gradient whole until the last micro-batch
+        "unsynced_gradients": (
+            REDUCED_GRADIENT_BYTES * whole * (1 - 1 / sharding.state_shards)
+            if sharding.shards_state and step.grad_accum > 1
+            else 0.0
+        ),
+        "activations": tokens
+        * _activation_bytes_per_token(s, compute, amp, sharding.tp, step.activation_checkpointing),
         "logits": tokens * s.vocab * (compute + 4 * LOGIT_FP32_TENSORS),
         "runtime": CUDA_RUNTIME_GIB * GIB if device == "cuda" else 0.0,
     }
     return {**terms, "total": sum(terms.values())}
 
 
-def estimate_gib(model: str, precision: str, batch: int, seq_len: int, sharding: Sharding, device: str) -> float:
-    return estimate_bytes(model, precision, batch, seq_len, sharding, device)["total"] / GIB
+def estimate_gib(model: str, precision: str, step: StepShape, sharding: Sharding, device: str) -> float:
+    return estimate_bytes(model, precision, step, sharding, device)["total"] / GIB
+
+
+def cell_estimate_gib(cell: CellKey, seq_len: int, device: str) -> float | None:
+    """Each rank's estimated memory for an LLM cell trained at `seq_len` on `device` (its
+    strategy's sharding read from the framework's capabilities); None for other models or a
+    searched batch."""
+    if CATALOGUE.get(cell.model, {}).get("kind") != llm.KIND or not str(cell.batch).isdigit():
+        return None
+    strategy = None if cell.strategy == SINGLE_DEVICE else capabilities(cell.framework).strategy(cell.strategy)
+    sharding = Sharding.of(
+        cell.scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state)
+    )
+    step = StepShape(int(cell.batch), seq_len, cell.activation_checkpointing, int(cell.grad_accum))
+    return estimate_gib(cell.model, cell.precision, step, sharding, device)
 
 
 def device_memory_gib(run: dict) -> float | None:

@@ -13,10 +13,24 @@ from dataclasses import dataclass, field
 
 from dlbench import llm
 from dlbench import protocol as protocols
-from dlbench.coords import PROFILE_REPEAT, SINGLE_DEVICE, CellKey, RunCoords, Scale
+from dlbench.coords import (
+    NO_ACCUMULATION,
+    NO_CHECKPOINTING,
+    PROFILE_REPEAT,
+    SINGLE_DEVICE,
+    CellKey,
+    RunCoords,
+    Scale,
+)
 from dlbench.models import CATALOGUE, resolved_sizes
 from dlbench.planning import fit
-from dlbench.runners import capabilities, device_unavailable, framework_names, strategy_unavailable
+from dlbench.runners import (
+    capabilities,
+    device_unavailable,
+    framework_names,
+    strategy_unavailable,
+    training_option_unavailable,
+)
 
 
 class ConfigError(ValueError):
@@ -127,71 +141,88 @@ def planned_sizes(run: dict, model: str) -> tuple[int, int]:
     return resolved_sizes(model, run.get("image_size", 0), run.get("seq_len", 0))
 
 
-def _unfit(config: dict, strategy, model: str, precision: str, batch: str, scale: str) -> str | None:
+def _unfit(config: dict, cell: CellKey) -> str | None:
     """An LLM cell whose ranks' estimated memory exceeds the device's (dlbench.planning.fit)."""
-    device_gib = fit.device_memory_gib(config.get("run", {}))
-    if device_gib is None or CATALOGUE[model]["kind"] != llm.KIND or not str(batch).isdigit():
-        return None
     run = config.get("run", {})
-    _, seq_len = planned_sizes(run, model)
-    sharding = fit.Sharding.of(
-        scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state)
-    )
-    needed = fit.estimate_gib(model, precision, int(batch), seq_len, sharding, run.get("device", "cpu"))
-    return fit.unfit_reason(needed, device_gib)
+    device_gib = fit.device_memory_gib(run)
+    if device_gib is None:
+        return None
+    needed = fit.cell_estimate_gib(cell, planned_sizes(run, cell.model)[1], run.get("device", "cpu"))
+    return None if needed is None else fit.unfit_reason(needed, device_gib)
 
 
-def expand(config: dict) -> Grid:
-    check_semantics(config)
-    grid = config["grid"]
-    proto = protocols.resolve(config["protocol"])
-    runs: list[RunCoords] = []
-    unavailable: dict[CellKey, str] = {}
-    device = config.get("run", {}).get("device", "cpu")
+def training_options(grid: dict, batch, scale: str) -> list[tuple[str, int]]:
+    """The (activation checkpointing, grad_accum) pairs a cell of `batch` at `scale` is planned
+    with; under grid.global_batch, grad_accum is resolved here, once: global ÷ (batch × devices).
+    A global batch that does not divide is a ConfigError naming it."""
+    # The schema's defaults are the coordinates' (a config made in code may leave them out).
+    modes = grid.get("activation_checkpointing", [NO_CHECKPOINTING])
+    if not grid.get("global_batch"):
+        return [(mode, accum) for mode in modes for accum in grid.get("grad_accum", [NO_ACCUMULATION])]
+    devices, accums = Scale.parse(scale).devices, []
+    for sequences in grid["global_batch"]:
+        if not str(batch).isdigit() or sequences % (int(batch) * devices):
+            raise ConfigError(
+                f"grid.global_batch: {sequences} sequences is not a whole number of micro-batches of "
+                f"batch_per_device {batch} on scale {scale} ({devices} devices): exclude the cell or change one"
+            )
+        accums.append(sequences // (int(batch) * devices))
+    return [(mode, accum) for mode in modes for accum in accums]
+
+
+def planned_cells(grid: dict):
+    """Every cell of the grid its exclude/only rules keep, in the grid's order."""
     combos = itertools.product(
         grid["frameworks"], grid["models"], grid["precision"], grid["data"], grid["batch_per_device"], grid["scales"]
     )
-    # Looked up once per framework / strategy and scale, not once per cell.
-    capabilities_of = {fw: capabilities(fw) for fw in grid["frameworks"]}
-    unavailable_strategy = functools.cache(strategy_unavailable)
     for fw, model, precision, data, batch, scale in combos:
-        caps = capabilities_of[fw]
         strategies = [SINGLE_DEVICE] if Scale.parse(scale).devices == 1 else grid["strategies"][fw]
-        for strategy in strategies:
-            cell = CellKey(fw, model, precision, data, str(batch), scale, strategy)
+        for strategy, (mode, accum) in itertools.product(strategies, training_options(grid, batch, scale)):
+            cell = CellKey(fw, model, precision, data, str(batch), scale, strategy, mode, accum)
             values = cell.as_dict()
             if any(_matches(rule, values) for rule in grid.get("exclude", [])):
                 continue
             if grid.get("only") and not any(_matches(rule, values) for rule in grid["only"]):
                 continue
-            # A framework with no build for run.device (no CUDA wheel for this Python...).
-            no_device = device_unavailable(fw, device)
-            if no_device:
-                unavailable[cell] = no_device
-                continue
-            if model not in caps.models:
-                unavailable[cell] = caps.unavailable_models.get(model, f"{fw} has no {model} model")
-                continue
-            no_precision = caps.precision_unavailable(precision, device)
-            if no_precision:
-                unavailable[cell] = no_precision
-                continue
-            no_data = caps.data_unavailable(data, model)
-            if no_data:
-                unavailable[cell] = no_data
-                continue
-            # A strategy that cannot run here (single-node strategy at a multi-node scale,
-            # NCCL on a CPU, a package that does not build) stays in the grid with its reason.
-            why = strategy != SINGLE_DEVICE and (
-                unavailable_strategy(fw, strategy, scale, device)
-                or caps.strategy(strategy).model_unavailable(model)
-                or _tensor_parallel_problem(fw, strategy, model, scale)
-            )
-            why = why or _unfit(config, caps.strategy(strategy), model, precision, batch, scale)
-            if why:
-                unavailable[cell] = why
-                continue
-            runs.extend(RunCoords(**values, repeat=r) for r in range(1, protocols.planned_repeats(proto) + 1))
+            yield cell
+
+
+# Looked up once per framework, strategy and scale, not once per cell.
+_strategy_unavailable = functools.cache(strategy_unavailable)
+
+
+def why_unavailable(config: dict, cell: CellKey) -> str | None:
+    """Why `cell` cannot run here (an N/A cell kept in the tables with its reason), or None."""
+    fw, model, device = cell.framework, cell.model, config.get("run", {}).get("device", "cpu")
+    caps = capabilities(fw)
+    # A framework with no build for run.device (no CUDA wheel for this Python...).
+    why = device_unavailable(fw, device)
+    if not why and model not in caps.models:
+        why = caps.unavailable_models.get(model, f"{fw} has no {model} model")
+    why = why or caps.precision_unavailable(cell.precision, device) or caps.data_unavailable(cell.data, model)
+    # A strategy that cannot run here (single-node strategy at a multi-node scale, NCCL on a
+    # CPU, a package that does not build) stays in the grid with its reason.
+    if not why and cell.strategy != SINGLE_DEVICE:
+        why = (
+            _strategy_unavailable(fw, cell.strategy, cell.scale, device)
+            or caps.strategy(cell.strategy).model_unavailable(model)
+            or _tensor_parallel_problem(fw, cell.strategy, model, cell.scale)
+        )
+    why = why or training_option_unavailable(fw, model, cell.activation_checkpointing, cell.grad_accum)
+    return why or _unfit(config, cell)
+
+
+def expand(config: dict) -> Grid:
+    check_semantics(config)
+    proto = protocols.resolve(config["protocol"])
+    runs: list[RunCoords] = []
+    unavailable: dict[CellKey, str] = {}
+    for cell in planned_cells(config["grid"]):
+        why = why_unavailable(config, cell)
+        if why:
+            unavailable[cell] = why
+            continue
+        runs.extend(RunCoords(**cell.as_dict(), repeat=r) for r in range(1, protocols.planned_repeats(proto) + 1))
     profiled = [] if not config.get("profile") else sorted({r.with_(repeat=PROFILE_REPEAT) for r in runs})
     return Grid(runs=runs, unavailable=unavailable, protocol=proto, profiled=profiled)
 
@@ -202,9 +233,8 @@ def unavailable_lines(experiment: Grid, limit: int = 20) -> list[str]:
         return []
     lines = [f"{len(experiment.unavailable)} cell(s) N/A before anything runs (their reasons are in cells.csv):"]
     for cell, why in sorted(experiment.unavailable.items())[:limit]:
-        lines.append(
-            f"  {cell.framework} {cell.model} {cell.precision} bs{cell.batch} {cell.scale} {cell.strategy}: {why}"
-        )
+        where = f"{cell.framework} {cell.model} {cell.precision} bs{cell.batch} {cell.scale}"
+        lines.append(f"  {where} {cell.strategy}{cell.training}: {why}")
     if len(experiment.unavailable) > limit:
         lines.append(f"  ... and {len(experiment.unavailable) - limit} more")
     return lines

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from dlbench.coords import RUN_FIELDS, RUN_RECORD, RunCoords, Scale
+from dlbench.coords import RUN_RECORD, WILDCARD_NAMES, RunCoords, Scale
 from dlbench.launch import slurm
 from dlbench.runners import run_layout
 
@@ -138,4 +138,4 @@ def ended_run_constraints(runs: list[RunCoords], recorded: dict[str, set[str]]) 
     ended = [run for run in runs if run.run_dir in recorded[slurm.RECORD] - recorded[RUN_RECORD]]
     if not ended:
         return None
-    return {name: constraint(sorted({str(getattr(run, name)) for run in ended})) for name in RUN_FIELDS}
+    return {name: constraint(sorted({run.wildcards()[name] for run in ended})) for name in WILDCARD_NAMES}

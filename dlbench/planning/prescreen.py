@@ -36,7 +36,7 @@ class Plan:
     def wildcards(self, shape: JobShape) -> dict:
         """The request's coordinates, as a run's wildcards (text)."""
         coords = RunCoords(self.framework, MODEL, "fp32", "synthetic", "1", shape.scale, STRATEGY, 1)
-        return {name: str(value) for name, value in coords.as_dict().items()}
+        return {**{name: str(value) for name, value in coords.as_dict().items()}, "training": coords.training}
 
     def request(self, base: LaunchRequest, shape: JobShape, settings: dict) -> LaunchRequest:
         """The shape's request: `base` (what the deployment gives its wildcards) set to measure."""

@@ -37,7 +37,7 @@ def ordered(runs: list[RunCoords], order: str = "interleaved", seed: int = 0) ->
 def priority_function(runs: list[RunCoords], order: str, seed: int) -> Callable:
     """`priority:` for the training rules: the first run to start gets the highest number."""
     sequence = ordered(runs, order, seed)
-    priorities = {RUN_DIR_TEMPLATE.format(**vars(run)): len(sequence) - i for i, run in enumerate(sequence)}
+    priorities = {run.run_dir: len(sequence) - i for i, run in enumerate(sequence)}
 
     def run_priority(wildcards) -> int:
         return priorities.get(RUN_DIR_TEMPLATE.format(**wildcards), 0)

@@ -17,7 +17,7 @@ from snakemake.common import overwrite_function_params
 from snakemake.io import ancient, apply_wildcards
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
-from dlbench.coords import RUN_FIELDS, RunCoords
+from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords, training_suffix
 
 __all__ = [
     "CommandClasses",
@@ -36,7 +36,24 @@ __all__ = [
 
 
 class RunWildcards(dict):
-    """A run's coordinates by name (text), read as Snakemake's wildcards are: w.framework, w["framework"]."""
+    """A run's coordinates by name (text), and its `training` path wildcard, read as Snakemake's
+    wildcards are: w.framework, w["framework"]."""
+
+    def __init__(self, *args, **kwargs):
+        """As dict's; training options not given are at their defaults."""
+        super().__init__(*args, **kwargs)
+        for name, default in TRAINING_DEFAULTS.items():
+            self.setdefault(name, str(default))
+        self.setdefault("training", training_suffix(self["activation_checkpointing"], int(self["grad_accum"])))
+
+    @classmethod
+    def of(cls, run: RunCoords) -> RunWildcards:
+        return cls({**{name: str(value) for name, value in run.as_dict().items()}, "training": run.training})
+
+    @classmethod
+    def from_job(cls, wildcards) -> RunWildcards:
+        """A job's wildcards (Snakemake's: the training options as one path wildcard) as ours."""
+        return wildcards if isinstance(wildcards, RunWildcards) else cls.of(RunCoords.from_wildcards(wildcards))
 
     def __getattr__(self, name: str) -> str:
         try:
@@ -47,11 +64,14 @@ class RunWildcards(dict):
 
 class Placeholders(RunWildcards):
     """Wildcards whose values are Snakemake's placeholders (`{framework}` ...): a command built
-    from them is a template that Snakemake fills in per job, with no function call per job."""
+    from them is a template that Snakemake fills in per job, with no function call per job.
+    The training options share one path wildcard, so a template fixes them (their defaults
+    unless given)."""
 
     def __init__(self, sizes_of: str | None = None, **fixed: str):
         """`fixed`: coordinates given as values (a template for the runs that share them);
         `sizes_of`: a model whose planned sizes every model of the template's runs shares."""
+        fixed = {**{name: str(value) for name, value in TRAINING_DEFAULTS.items()}, **fixed}
         super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
         self.sizes_of = sizes_of
 
@@ -64,7 +84,9 @@ def run_coords(wildcards) -> RunCoords:
     """A job's wildcards as the typed coordinates below planning take them (never a template's)."""
     if is_template(wildcards):
         raise TypeError("a template's placeholders are no run's coordinates")
-    return RunCoords.from_dict({name: getattr(wildcards, name) for name in RUN_FIELDS})
+    if isinstance(wildcards, RunWildcards):
+        return RunCoords.from_dict(wildcards)
+    return RunCoords.from_wildcards(wildcards)
 
 
 class CommandClasses:
@@ -73,14 +95,14 @@ class CommandClasses:
     search) depends on FIELDS and on whether the batch is searched. A class's template is built
     and checked against `command` at its first run; a mismatch keeps `command` for that class."""
 
-    FIELDS = ("framework", "model", "data", "strategy", "scale")
+    FIELDS = ("framework", "model", "data", "strategy", "scale", *TRAINING_DEFAULTS)
 
     def __init__(self, command: Callable[[RunWildcards], str]):
         self.command = command
         self.templates: dict[tuple, str | None] = {}
 
     def __call__(self, wildcards) -> str:
-        values = RunWildcards({name: getattr(wildcards, name) for name in RUN_FIELDS})
+        values = RunWildcards.from_job(wildcards)
         fixed = {name: values[name] for name in self.FIELDS}
         if values.batch == "max":
             fixed["batch"] = "max"
@@ -95,16 +117,19 @@ class CommandClasses:
 def command_param(runs: list[RunCoords], command: Callable, sizes: Callable[[str], tuple]) -> str | Callable:
     """A rule's command param for `runs`: where their commands differ by their wildcards only, a
     template Snakemake fills in (no function call per job), checked against one run's command;
-    runs with real data or a batch search, or models planned at different sizes: one template
-    per command class; else `command` itself. `sizes`: a model's planned sizes."""
+    runs with real data or a batch search, models planned at different sizes or different training
+    options: one template per command class; else `command` itself. `sizes`: a model's planned sizes."""
     if not runs:
         return known_signature(command)
-    if len({sizes(model) for model in {run.model for run in runs}}) > 1 or any(
-        run.batch == "max" or run.data == "real" for run in runs
+    if (
+        len({sizes(model) for model in {run.model for run in runs}}) > 1
+        or len({run.training for run in runs}) > 1
+        or any(run.batch == "max" or run.data == "real" for run in runs)
     ):
         return known_signature(CommandClasses(command))
-    template = command(Placeholders(sizes_of=runs[0].model))
-    sample = RunWildcards({name: str(value) for name, value in vars(runs[0]).items()})
+    training = {name: str(getattr(runs[0], name)) for name in TRAINING_DEFAULTS}
+    template = command(Placeholders(sizes_of=runs[0].model, **training))
+    sample = RunWildcards.of(runs[0])
     return template if apply_wildcards(template, sample) == command(sample) else known_signature(command)
 
 

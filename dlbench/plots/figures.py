@@ -90,6 +90,10 @@ def _panel_title(key: tuple, with_model: bool = True) -> str:
     return f"{head}batch {batch}/device · {data} · {precision}"
 
 
+# Legend rows a figure's own height holds; each further row adds its height in inches.
+LEGEND_ROWS_FITTED, LEGEND_ROW_INCHES = 3, 0.2
+
+
 def _figure_legend(fig, axes) -> None:
     """One legend for the whole figure, above the panels (not one per panel over the bars), as
     wide as the panels; a bar's entry is its plain colour (a hatched first bar is not the series)."""
@@ -101,6 +105,10 @@ def _figure_legend(fig, axes) -> None:
             unique.setdefault(name, handle)
     if unique:
         columns = 2 * axes[0].get_gridspec().ncols if axes else 2
+        # A long legend (many strategies and training options) gets height of its own.
+        rows = -(-len(unique) // min(len(unique), columns))
+        if rows > LEGEND_ROWS_FITTED:
+            fig.set_figheight(fig.get_figheight() + LEGEND_ROW_INCHES * (rows - LEGEND_ROWS_FITTED))
         fig.legend(
             unique.values(), unique.keys(), loc="outside upper center", ncols=min(len(unique), columns), fontsize=8
         )

@@ -1,16 +1,18 @@
 """Peak memory per rank from cells.csv (dlbench.analysis.memory): bars per scale, one per
 framework and strategy, a panel per model, batch, data and precision as the throughput
-figures facet: where FSDP's sharding or activation memory shows."""
+figures facet: where FSDP's sharding or activation memory shows. A dashed tick over a bar is
+planning's estimate for that cell (dlbench.planning.fit), where one was made."""
 
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.patches import Rectangle
 
 from dlbench import labels
 from dlbench.analysis.columns import col
 from dlbench.plots.figures import _faceted, _panel_title, _scale_ticks, colour, facets
 
-STRATEGY_HATCHES = ["", "//", "..", "xx", "\\\\"]
+STRATEGY_HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--", "||", "**"]
 
 
 def has_memory(cells: pd.DataFrame) -> bool:
@@ -22,17 +24,26 @@ def memory_figure(cells: pd.DataFrame, path) -> None:
 
 
 def _memory_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
+    """Per scale, a bar per cell there: its framework's colour, its strategy's hatch (the
+    training options are part of the strategy's name here: labels.with_training_in_strategy)."""
     scales = labels.sorted_scales(panel[col.scale].unique())
-    series = sorted(panel.groupby([col.framework, col.strategy]).groups)
-    width = 0.8 / max(1, len(series))
-    strategies = sorted({s for _, s in series})
-    for i, (framework, strategy) in enumerate(series):
-        mine = panel[(panel[col.framework] == framework) & (panel[col.strategy] == strategy)]
-        for _, cell in mine.iterrows():
-            x = scales.index(cell[col.scale]) - 0.4 + width * (i + 0.5)
-            ax.bar(x, cell[col.peak_memory_gib], width, color=colour(framework), edgecolor="white",
-                   hatch=STRATEGY_HATCHES[strategies.index(strategy) % len(STRATEGY_HATCHES)],
-                   label=f"{labels.framework_label(framework)} ({strategy})")  # fmt: skip
+    strategies = sorted(panel[col.strategy].unique())
+    hatch = {s: STRATEGY_HATCHES[i % len(STRATEGY_HATCHES)] for i, s in enumerate(strategies)}
+    for position, scale in enumerate(scales):
+        here = panel[panel[col.scale] == scale].sort_values([col.framework, col.strategy])
+        width = 0.8 / max(1, len(here))
+        for i, (_, cell) in enumerate(here.iterrows()):
+            x = position - 0.4 + width * (i + 0.5)
+            ax.bar(x, cell[col.peak_memory_gib], width, color=colour(cell[col.framework]), edgecolor="white",
+                   hatch=hatch[cell[col.strategy]], label=labels.framework_label(cell[col.framework]))  # fmt: skip
+            estimate = cell.get(col.memory_estimate_gib)
+            if estimate == estimate and estimate is not None:  # NaN: no estimate for this model
+                ax.hlines(estimate, x - width / 2, x + width / 2, colors="black", linestyles="--", linewidth=1,
+                          label=labels.MEMORY_ESTIMATE)  # fmt: skip
+    for strategy in strategies:  # the legend's key to the hatches: empty patches, not drawn
+        ax.add_patch(
+            Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="black", hatch=hatch[strategy], label=strategy)
+        )
     _scale_ticks(ax, scales)
     ax.set_xlim(-0.5, len(scales) - 0.5)
     ax.set_ylabel("peak memory per rank (GiB)")

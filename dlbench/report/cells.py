@@ -11,15 +11,17 @@ from dlbench import labels
 from dlbench.analysis import sanity, tables
 from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
-from dlbench.coords import SINGLE_DEVICE, CellKey
+from dlbench.coords import SINGLE_DEVICE, TRAINING_DEFAULTS, CellKey
 from dlbench.findings import vocabulary as fnd
 
 REASON_CHARS = 400  # a failure reason longer than this is cut in the notes (full text on hover)
 
 
 def cell_id(key: CellKey) -> str:
-    """The HTML id of a cell's table entry (coordinates are safe names, see coords.py)."""
-    return "cell-" + "-".join(str(v) for v in key.as_dict().values())
+    """The HTML id of a cell's table entry (coordinates are safe names, see coords.py). The
+    report shows a cell's training options in its strategy (labels.with_training_in_strategy)."""
+    names = [str(v) for k, v in key.as_dict().items() if k not in TRAINING_DEFAULTS]
+    return "cell-" + "-".join(names).replace("+", "-")
 
 
 def compact_reason(reason: str) -> str:

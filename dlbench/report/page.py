@@ -141,6 +141,7 @@ def render(
             n=cells[col.n].fillna(0).astype(int),
             repeats=cells[col.repeats].fillna(0).astype(int),
         )
+    cells, runs = labels.with_training_in_strategy(cells), labels.with_training_in_strategy(runs)
     noisy_cv = float(((config.get("analysis") or {}).get("noisy_cv")) or 0.1)
     reference_settings = config.get("references") or {}
     found = fnd.findings(cells, noisy_cv, runs) + check_findings(runs)

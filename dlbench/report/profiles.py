@@ -11,17 +11,16 @@ import pandas as pd
 from dlbench import labels
 from dlbench.analysis.columns import col, read_keyed
 from dlbench.analysis.profiles import PROFILES_FILE
-from dlbench.coords import PROFILE_REPEAT, RUN_PATH_TEMPLATE
+from dlbench.coords import CELL_FIELDS, PROFILE_REPEAT, RUN_PATH_TEMPLATE, RunCoords
 
 # What makes frameworks' profiles comparable: the cell but who trained it and how it was split.
-SAME_CELL = [col.model, col.precision, col.data, col.batch, col.scale]
+SAME_CELL = [col.model, col.precision, col.data, col.batch, col.scale, col.activation_checkpointing, col.grad_accum]
 
 
 def _trace_link(r: pd.Series) -> str:
     """The trace, relative to the report (results/report/ → results/runs/)."""
-    coords = {k: r[k] for k in [*SAME_CELL, col.framework, col.strategy]}
-    run = RUN_PATH_TEMPLATE.format(**coords, repeat=PROFILE_REPEAT)
-    return f"../runs/{run}/{r['trace']}"
+    run = RunCoords.from_dict({**{k: r[k] for k in CELL_FIELDS}, col.repeat: PROFILE_REPEAT})
+    return f"../runs/{RUN_PATH_TEMPLATE.format(**run.wildcards())}/{r['trace']}"
 
 
 def _column(rows: pd.DataFrame) -> dict:

@@ -17,7 +17,7 @@ import pkgutil
 import sys
 from types import ModuleType
 
-from dlbench.coords import SINGLE_DEVICE, Scale
+from dlbench.coords import ACTIVATION_CHECKPOINTING, SINGLE_DEVICE, Scale
 from dlbench.runners.plugin import Capabilities, Layout, ProcessLayout, Strategy
 
 __all__ = [
@@ -164,8 +164,6 @@ def training_option_unavailable(
     """Why `framework` cannot train `model` with this activation checkpointing and this many
     micro-batches a step (None: it can), from the declarations of the workload that trains it
     (dlbench.runners.base.Workload); the grid keeps such cells as unavailable with this reason."""
-    from dlbench.runners.base import ACTIVATION_CHECKPOINTING
-
     if activation_checkpointing not in ACTIVATION_CHECKPOINTING:
         known = ", ".join(ACTIVATION_CHECKPOINTING)
         return f"activation_checkpointing {activation_checkpointing!r} is not one of {known}"

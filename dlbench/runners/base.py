@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from dlbench.coords import RunCoords
+from dlbench.coords import NO_ACCUMULATION, NO_CHECKPOINTING, RunCoords
 from dlbench.models import CATALOGUE
 from dlbench.runners import capabilities
 from dlbench.runners.profilers import PROFILERS
@@ -148,16 +148,13 @@ class Runner:
         """Tear down process groups etc."""
 
 
-# Activation checkpointing: "none" keeps every activation for the backward pass, "selective"
-# keeps the matmuls' and attention's outputs and recomputes the rest of each decoder block,
-# "full" keeps only each block's input and recomputes the whole block.
-ACTIVATION_CHECKPOINTING = ("none", "selective", "full")
-
-
 def training_options(coords) -> tuple[str, int]:
     """(activation-checkpointing mode, micro-batches per step) of a run's coordinates; a
-    coordinates object without them (a benchmark's stand-in) trains plainly: ("none", 1)."""
-    return str(getattr(coords, "activation_checkpointing", "none")), int(getattr(coords, "grad_accum", 1))
+    coordinates object without them (a benchmark's stand-in) trains plainly."""
+    return (
+        str(getattr(coords, "activation_checkpointing", NO_CHECKPOINTING)),
+        int(getattr(coords, "grad_accum", NO_ACCUMULATION)),
+    )
 
 
 class Workload:

@@ -24,8 +24,8 @@ try:
 except (ValueError, ContainerError) as error:
     raise WorkflowError(str(error)) from None
 
-# Three rules ask for every record; vars(), not as_dict() (dataclasses.asdict deep-copies).
-RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**vars(run)) for run in GRID.runs)
+# Three rules ask for every record: made once.
+RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**run.wildcards()) for run in GRID.runs)
 # Run directories by the records they hold: one walk instead of a stat per run.
 RECORDED_RUNS = dlbench_jobs.recorded_runs()
 MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}.json"

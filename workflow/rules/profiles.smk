@@ -1,7 +1,7 @@
 # config `profile`: each cell's profiled run (repeat 0; the train rules start it as any run),
 # then its top operations by self time. No table or statistic reads these runs.
 PROFILE_RECORDS = tuple(
-    RUN_RECORD_TEMPLATE.format(**vars(run)) for run in GRID.profiled
+    RUN_RECORD_TEMPLATE.format(**run.wildcards()) for run in GRID.profiled
 )
 
 

@@ -4,16 +4,18 @@
 from snakemake.exceptions import IncompleteCheckpointException
 
 from dlbench.analysis import adaptive as dlbench_adaptive
-from dlbench.coords import CELL_FIELDS
+from dlbench.coords import CellKey
 
 ADAPTIVE = GRID.protocol["repeats"] == "auto"
 ADAPTIVE_CELLS = tuple(dict.fromkeys(run.cell for run in GRID.runs)) if ADAPTIVE else ()
 
 
 def cell_records(cell, n):
-    """The records of a cell's repeats 1..n (`cell`: a CellKey's fields, e.g. wildcards)."""
-    values = {field: cell[field] for field in CELL_FIELDS}
-    return [RUN_RECORD_TEMPLATE.format(**values, repeat=r) for r in range(1, n + 1)]
+    """The records of a cell's repeats 1..n (`cell`: a CellKey)."""
+    return [
+        RUN_RECORD_TEMPLATE.format(**cell.wildcards(), repeat=r)
+        for r in range(1, n + 1)
+    ]
 
 
 def adaptive_records(wildcards=None):
@@ -25,24 +27,26 @@ def adaptive_records(wildcards=None):
         n = GRID.protocol["adaptive"]["min_repeats"]
         while True:
             try:
-                decided = checkpoints.repeat_decision.get(**cell.as_dict(), n=n)
+                decided = checkpoints.repeat_decision.get(**cell.wildcards(), n=n)
             except IncompleteCheckpointException:
                 inputs.append(dlbench_adaptive.decision_path(cell, n))
                 break
             if not dlbench_adaptive.read(decided.output[0])["more"]:
                 break
             n += 1
-        inputs += cell_records(cell.as_dict(), n)
+        inputs += cell_records(cell, n)
     return inputs
 
 
 checkpoint repeat_decision:
     input:
-        records=lambda wildcards: cell_records(wildcards, int(wildcards.n)),
+        records=lambda wildcards: cell_records(
+            CellKey.from_wildcards(wildcards), int(wildcards.n)
+        ),
     output:
         dlbench_adaptive.DECISION_TEMPLATE,
     log:
-        "logs/repeats/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}/after{n}.log",
+        "logs/repeats/{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}{training}/after{n}.log",
     wildcard_constraints:
         n=r"\d+",
     localrule: True

@@ -9,13 +9,13 @@ import pandas as pd
 from dlbench import protocol
 from dlbench.analysis import adaptive, sanity
 from dlbench.analysis.aggregate import summarize_run
-from dlbench.coords import CELL_FIELDS, RunCoords
+from dlbench.coords import CellKey, RunCoords
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
 
 wildcards = snakemake.wildcards  # noqa: F821
 proto = protocol.resolve(snakemake.config["protocol"])  # noqa: F821
-cell = {field: wildcards[field] for field in CELL_FIELDS}
+cell = CellKey.from_wildcards(wildcards).as_dict()
 runs = pd.DataFrame(
     [
         summarize_run(RunCoords(**cell, repeat=r), ".", sanity.loss_tolerance(proto))

@@ -83,7 +83,7 @@ def remat_policy(activation_checkpointing: str):
 class Llama(nn.Module):
     model: str
     dtype: Any = jnp.float32
-    activation_checkpointing: str = "none"  # dlbench.runners.base.ACTIVATION_CHECKPOINTING
+    activation_checkpointing: str = "none"  # dlbench.coords.ACTIVATION_CHECKPOINTING
 
     @nn.compact
     def __call__(self, tokens):

@@ -5,8 +5,9 @@ builds its model, optimizer, batch and loss into one compiled step; the runner d
 
 from __future__ import annotations
 
+from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import ACTIVATION_CHECKPOINTING, Workload, Workloads, training_options
+from dlbench.runners.base import Workload, Workloads, training_options
 from dlbench.workload import sgd_lr
 
 WORKLOADS = Workloads("jax")

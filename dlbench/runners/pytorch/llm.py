@@ -101,7 +101,7 @@ class Block(nn.Module):
         self.attention = Attention(s)
         self.ffn_norm = RMSNorm(s.hidden, s.norm_eps)
         self.ffn = FeedForward(s)
-        self.activation_checkpointing = activation_checkpointing  # dlbench.runners.base.ACTIVATION_CHECKPOINTING
+        self.activation_checkpointing = activation_checkpointing  # dlbench.coords.ACTIVATION_CHECKPOINTING
 
     def forward(self, x, cos, sin):
         if self.activation_checkpointing == "none":

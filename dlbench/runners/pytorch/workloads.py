@@ -6,8 +6,9 @@ does not import torch: the runner passes it in."""
 
 from __future__ import annotations
 
+from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import ACTIVATION_CHECKPOINTING, Workload, Workloads, training_options
+from dlbench.runners.base import Workload, Workloads, training_options
 from dlbench.runners.pytorch import models as nets
 from dlbench.runners.pytorch import pipeline
 from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
