@@ -26,15 +26,34 @@ from dlbench.coords import RunCoords  # noqa: E402
 from dlbench.launch import LaunchRequest  # noqa: E402
 from dlbench.planning import fit  # noqa: E402
 from dlbench.protocol import RunProtocol  # noqa: E402
-from dlbench.runners import capabilities  # noqa: E402
 from dlbench.steplog import rank_log_name, read_steplog  # noqa: E402
 
-CASES = [("pytorch", "single", "1x1"), ("pytorch", "ddp", "1x2"), ("pytorch", "fsdp", "1x2"), ("jax", "single", "1x1")]
+# (framework, strategy, scale, activation checkpointing, micro-batches a step)
+CASES = [
+    ("pytorch", "single", "1x1", "none", 1),
+    ("pytorch", "ddp", "1x2", "none", 1),
+    ("pytorch", "fsdp", "1x2", "none", 1),
+    ("jax", "single", "1x1", "none", 1),
+    ("pytorch", "single", "1x1", "selective", 1),
+    ("pytorch", "single", "1x1", "full", 1),
+    ("jax", "single", "1x1", "selective", 1),
+    ("jax", "single", "1x1", "full", 1),
+    ("pytorch", "fsdp", "1x2", "none", 2),
+]
 MIB = 2**20
 
 
-def measured_peak_mib(framework: str, strategy: str, scale: str, batch: int, seq_len: int, threads: int) -> float:
-    coords = RunCoords(framework, "llama_small", "fp32", "synthetic", str(batch), scale, strategy, 1)
+def coords_of(case: tuple, batch: int) -> RunCoords:
+    framework, strategy, scale, checkpointing, accum = case
+    return RunCoords(
+        framework, "llama_small", "fp32", "synthetic", str(batch), scale, strategy, 1,
+        activation_checkpointing=checkpointing, grad_accum=accum,
+    )  # fmt: skip
+
+
+def measured_peak_mib(case: tuple, batch: int, seq_len: int, threads: int) -> float:
+    coords = coords_of(case, batch)
+    framework, scale = coords.framework, coords.scale
     with tempfile.TemporaryDirectory() as root:
         run_dir = Path(root) / coords.run_dir
         request = LaunchRequest(
@@ -53,10 +72,8 @@ def measured_peak_mib(framework: str, strategy: str, scale: str, batch: int, seq
         return max(peaks)
 
 
-def estimated_mib(framework: str, strategy: str, scale: str, batch: int, seq_len: int) -> float:
-    record = capabilities(framework).strategy(strategy)
-    sharding = fit.Sharding.of(scale, bool(record and record.tensor_parallel), bool(record and record.shards_state))
-    return fit.estimate_bytes("llama_small", "fp32", fit.StepShape(batch, seq_len), sharding, "cpu")["total"] / MIB
+def estimated_mib(case: tuple, batch: int, seq_len: int) -> float:
+    return fit.cell_estimate_gib(coords_of(case, batch).cell, seq_len, "cpu") * fit.GIB / MIB
 
 
 def main() -> int:
@@ -65,16 +82,21 @@ def main() -> int:
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--base-seq", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", default="", help="cases whose name contains this text, e.g. 'ac_' or 'jax'")
     args = p.parse_args()
     print(f"llama_small fp32, batch {args.batch}, CPU ranks; MiB per rank (window peak RSS, max over ranks)")
-    print("case                    est@seq  meas@seq  est growth  meas growth  growth error")
-    for framework, strategy, scale in CASES:
-        est = {s: estimated_mib(framework, strategy, scale, args.batch, s) for s in (args.base_seq, args.seq)}
-        got = {s: measured_peak_mib(framework, strategy, scale, args.batch, s, args.threads) for s in est}
+    print("case                           est@seq  meas@seq  est growth  meas growth  growth error")
+    for case in CASES:
+        name = f"{case[0]} {case[2]} {coords_of(case, args.batch).cell.strategy}{coords_of(case, args.batch).training}"
+        if args.only not in name:
+            continue
+        est = {s: estimated_mib(case, args.batch, s) for s in (args.base_seq, args.seq)}
+        got = {s: measured_peak_mib(case, args.batch, s, args.threads) for s in est}
         grown_est, grown_got = est[args.seq] - est[args.base_seq], got[args.seq] - got[args.base_seq]
         print(
-            f"{framework + ' ' + strategy + ' ' + scale:22s}  {est[args.seq]:7.0f}  {got[args.seq]:8.0f}  "
-            f"{grown_est:10.0f}  {grown_got:11.0f}  {grown_est / grown_got - 1:+12.1%}"
+            f"{name:29s}  {est[args.seq]:7.0f}  {got[args.seq]:8.0f}  "
+            f"{grown_est:10.0f}  {grown_got:11.0f}  {grown_est / grown_got - 1:+12.1%}",
+            flush=True,
         )
     return 0
 
