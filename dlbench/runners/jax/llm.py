@@ -5,6 +5,7 @@ and the jitted step with optax AdamW and the linear warm-up. Imports JAX: only `
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import flax.linen as nn
@@ -94,10 +95,7 @@ class Llama(nn.Module):
             block = nn.remat(Block, policy=remat_policy(self.activation_checkpointing))
         init = nn.initializers.normal(s.init_std)
         embed = nn.Embed(s.vocab, s.hidden, embedding_init=init, dtype=self.dtype, name="embed")
-        positions = jnp.arange(tokens.shape[1], dtype=jnp.float32)
-        angles = jnp.outer(positions, jnp.asarray(llm.rope_inv_freq(self.model), jnp.float32))
-        angles = jnp.concatenate((angles, angles), axis=-1)[None, :, None, :]  # (1, seq, 1, head_dim)
-        cos, sin = jnp.cos(angles), jnp.sin(angles)
+        cos, sin = rope_tables(self.model, tokens.shape[1])
         x = embed(tokens)
         for i in range(s.layers):
             x = block(s, self.dtype, name=f"block{i}")(x, cos, sin)
@@ -105,6 +103,18 @@ class Llama(nn.Module):
         if s.tied_embeddings:
             return embed.attend(x)
         return nn.Dense(s.vocab, use_bias=False, dtype=self.dtype, kernel_init=init, name="head")(x)
+
+
+def rope_tables(model: str, seq_len: int):
+    """RoPE's (cos, sin), (1, seq_len, 1, head_dim) float32, computed on the host: constants of
+    the jitted step, as FlaxLlama's sinusoid table. Computed inside the step, XLA:CPU fuses cos
+    and sin into each of their consumers and evaluates them per element of q and k (0.46 M more
+    transcendentals a step for llama_small at 2 x 128; benchmarks/README.md, "JAX Llama against
+    FlaxLlamaForCausalLM")."""
+    positions = np.arange(seq_len, dtype=np.float32)
+    angles = np.outer(positions, np.asarray(llm.rope_inv_freq(model), np.float32))
+    angles = np.concatenate((angles, angles), axis=-1)[None, :, None, :]  # (1, seq, 1, head_dim)
+    return np.cos(angles), np.sin(angles)
 
 
 def optimizer():
@@ -115,12 +125,23 @@ def optimizer():
     return optax.adamw(schedule, b1=b1, b2=b2, eps=llm.ADAMW_EPSILON, weight_decay=llm.ADAMW_WEIGHT_DECAY)
 
 
+def head_first(params):
+    """The parameters with the head's leaves first, the others in jax's (sorted) order: an
+    OrderedDict, whose order jax keeps (it sorts a dict's keys), so the head's kernel is the
+    step's first parameter, as in FlaxLlama's tree (lm_head, model). No operation changes, but
+    XLA:CPU then assigns the step a smaller temporary buffer (llama_small at 2 x 128: 219 MiB
+    against 250), which it maps afresh each step: 8,000 fewer page faults a step
+    (benchmarks/README.md, "JAX Llama against FlaxLlamaForCausalLM"). A tied model (no head)
+    keeps jax's order."""
+    return collections.OrderedDict(sorted(params.items(), key=lambda item: (item[0] != "head", item[0])))
+
+
 def initial_state(module, seq_len: int, seed: int, strategy, optim):
     """(params, opt_state) computed on the devices of `strategy`'s mesh, each leaf where the
     strategy puts it (every process the same), and those shardings."""
 
     def init():
-        params = module.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))["params"]
+        params = head_first(module.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))["params"])
         return params, optim.init(params)
 
     shardings = strategy.state(jax.eval_shape(init))
