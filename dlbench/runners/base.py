@@ -168,7 +168,7 @@ class Workload:
     models: tuple[str, ...] = ()  # the catalogue's models of that kind it builds
     # The training options it implements (docs/frameworks/llm.md, "Activation checkpointing
     # and gradient accumulation"), read by planning without importing the framework
-    # (dlbench.runners.training_option_unavailable): the activation-checkpointing modes of
+    # (dlbench.runners.training_option_unavailable): the modes of dlbench.coords'
     # ACTIVATION_CHECKPOINTING it applies, and whether one step may accumulate the gradients
     # of several micro-batches (grad_accum > 1) before its one optimizer update.
     activation_checkpointing: tuple[str, ...] = ("none",)
