@@ -1,6 +1,7 @@
 """Job shapes: a run's Slurm resources from its scale and strategy (dlbench/planning/jobs.py)."""
 
 import os
+import re
 
 import pytest
 
@@ -84,6 +85,9 @@ def test_recorded_runs_and_the_runs_slurm_ended(tmp_path, monkeypatch):
     assert recorded["slurm.json"] == {done.run_dir, ended.run_dir}
     constraints = jobs.ended_run_constraints([done, ended, untouched], recorded)
     assert constraints["repeat"] == "2" and constraints["strategy"] == "ddp"
+    # the training options at their defaults: an empty match Snakemake takes (an empty
+    # constraint it reads as none, which asks for one character at least)
+    assert constraints["training"] == "(?:)" and re.fullmatch(constraints["training"], "")
     assert jobs.ended_run_constraints([done, untouched], recorded) is None
     assert jobs.recorded_runs("no/such/dir") == {"launch.json": set(), "slurm.json": set()}
 

@@ -85,7 +85,7 @@ def test_a_site_run_is_marked_from_its_header_to_the_tables_and_the_audit(tmp_pa
     coords = RunCoords("pytorch", "alexnet", "fp32", "synthetic", "2", "1x1", "single", 1)
     run_dir = tmp_path / coords.run_dir
     args = [
-        *(x for k, v in coords.as_dict().items() for x in (f"--{k}", str(v))),
+        *(x for k, v in coords.as_dict().items() for x in (f"--{k.replace('_', '-')}", str(v))),
         *("--run-dir", str(run_dir), "--preset", "caict2020", "--warmup-steps", "1", "--measured-steps", "2"),
         *("--statistic", "mean", "--image-size", "64", "--threads", "1", "--python-env", "site"),
     ]

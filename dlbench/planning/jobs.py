@@ -117,8 +117,10 @@ def shapes(runs: list[RunCoords]) -> dict[JobShape, list[str]]:
 
 
 def constraint(values: list[str]) -> str:
-    """A wildcard constraint matching exactly these values."""
-    return "|".join(re.escape(v) for v in values)
+    """A wildcard constraint matching exactly these values. An empty value alone (the training
+    options at their defaults) is an explicit empty match: Snakemake reads an empty constraint
+    as none and asks for one character at least."""
+    return "|".join(re.escape(v) for v in values) or "(?:)"
 
 
 def recorded_runs(root: str = "results/runs") -> dict[str, set[str]]:

@@ -11,7 +11,7 @@ import pandas as pd
 from dlbench import labels
 from dlbench.analysis.columns import col, read_keyed
 from dlbench.analysis.profiles import PROFILES_FILE
-from dlbench.coords import CELL_FIELDS, PROFILE_REPEAT, RUN_PATH_TEMPLATE, RunCoords
+from dlbench.coords import CELL_FIELDS, PROFILE_REPEAT, RUN_PATH_TEMPLATE, RunCoords, training_suffix
 
 # What makes frameworks' profiles comparable: the cell but who trained it and how it was split.
 SAME_CELL = [col.model, col.precision, col.data, col.batch, col.scale, col.activation_checkpointing, col.grad_accum]
@@ -42,8 +42,9 @@ def profiles_section(tables_dir: Path) -> dict | None:
     table[col.reason] = table[col.reason].astype(object).fillna("")
     groups = []
     for key, cell in table.groupby(SAME_CELL, sort=True):
-        model, precision, data, batch, scale = key
-        title = f"{labels.model_title(model)}, {labels.setup(batch, precision, data)}, {scale}"
+        model, precision, data, batch, scale, checkpointing, accum = key
+        training = training_suffix(checkpointing, int(accum))
+        title = f"{labels.model_title(model)}, {labels.setup(batch, precision, data)}, {scale}{training}"
         columns = [_column(rows) for _, rows in cell.groupby([col.framework, col.strategy], sort=True)]
         depth = max(len(c["ops"]) for c in columns)
         groups.append({"title": title, "columns": columns, "rows": range(depth)})

@@ -47,7 +47,7 @@ def test_a_dead_rank_ends_the_run_and_is_named(tmp_path, framework):
     if not python.exists():
         pytest.skip(f"the {framework} environment is not built")
     coords = RunCoords(framework, "resnet50", "fp32", "synthetic", "2", "1x2", RUNS[framework], 1)
-    argv = [f"--{k}={v}" for k, v in coords.as_dict().items()]
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in coords.as_dict().items()]
     argv += [f"--run-dir={tmp_path / coords.run_dir}", "--preset=caict2020", "--warmup-steps=1"]
     argv += ["--measured-steps=2000", "--statistic=mean", "--image-size=32", "--threads=2"]
     argv += [f"--time-limit={TIME_LIMIT_S}", "--progress-every=0"]
