@@ -211,7 +211,7 @@ class CellKey:
         return training_suffix(self.activation_checkpointing, self.grad_accum)
 
     def wildcards(self) -> dict:
-        """The cell's path wildcards (CELL_WILDCARD_NAMES) as text."""
+        """The cell's path wildcards (WILDCARD_NAMES but repeat) as text."""
         return {**{name: str(getattr(self, name)) for name in PATH_FIELDS[:-1]}, "training": self.training}
 
     @classmethod
@@ -234,4 +234,3 @@ TRAINING_DEFAULTS = {"activation_checkpointing": NO_CHECKPOINTING, "grad_accum":
 # The coordinates that are path wildcards as they are; the training options are one wildcard.
 PATH_FIELDS = [name for name in RUN_FIELDS if name not in TRAINING_DEFAULTS]
 WILDCARD_NAMES = [*PATH_FIELDS[:-1], "training", "repeat"]
-CELL_WILDCARD_NAMES = WILDCARD_NAMES[:-1]
