@@ -15,19 +15,18 @@ from dlbench.planning import workdir_owner
 # No garbage collection while the grid is planned; it resumes when the run starts (planning.py).
 planning.pause_collection()
 
-# The working directory's config/config.yaml, else the embedded default beside this Snakefile:
-# `--directory DIR` in a fresh directory runs the same grid (docs/workdir.md).
-DEFAULT_CONFIGFILE = "config/config.yaml"
-if not os.path.exists(DEFAULT_CONFIGFILE):
-    DEFAULT_CONFIGFILE = os.path.join(workflow.basedir, DEFAULT_CONFIGFILE)
-# Snakemake's own message for a config file that does not parse names neither file nor line.
-if os.path.exists(DEFAULT_CONFIGFILE):
-    CONFIGFILE_PROBLEM = dlbench_config.config_file_problem(DEFAULT_CONFIGFILE)
+# A grid file is the whole experiment (dlbench/planning/origins.py): with --configfile, nothing
+# lies under it; without, the working directory's config/config.yaml, else the embedded default
+# beside this Snakefile (`--directory DIR` in a fresh directory runs the same grid).
+GRID_FILES = [str(path) for path in workflow.config_settings.configfiles]
+CONFIG_FILES = dlbench_config.origins.config_files(GRID_FILES)
+if not GRID_FILES:
+    # Snakemake's own message for a config file that does not parse names neither file nor line.
+    CONFIGFILE_PROBLEM = dlbench_config.config_file_problem(CONFIG_FILES[0])
     if CONFIGFILE_PROBLEM:
         raise WorkflowError(f"invalid config file: {CONFIGFILE_PROBLEM}")
 
-
-configfile: DEFAULT_CONFIGFILE
+    configfile: CONFIG_FILES[0]
 
 
 # Snakemake's lock message does not say who holds the directory: say it first.

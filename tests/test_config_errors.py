@@ -105,7 +105,9 @@ def invalid_config_lines(result) -> list[str]:
 def test_dry_run_with_a_bad_rule_says_so_once_and_writes_nothing(tmp_path, rule, expected):
     result = dry_run(tmp_path, {"grid": {"exclude": [rule]}})
     assert result.returncode != 0
-    assert invalid_config_lines(result) == [f"invalid config: {expected}"], result.stderr[-2000:]
+    # The message names the file and line that set the key.
+    line = (tmp_path / "override.yaml").read_text().splitlines().index("  exclude:") + 1
+    assert invalid_config_lines(result) == [f"invalid config: override.yaml:{line}: {expected}"], result.stderr[-2000:]
     assert not (tmp_path / "results").exists()
 
 

@@ -220,6 +220,7 @@ GRID = {
         "strategies": {"pytorch": ["ddp"], "tensorflow": ["multi_worker_mirrored"], "mxnet": ["dist_sync"]},
     },
     "protocol": {"preset": "caict2020", "warmup_steps": 1, "measured_steps": 2, "repeats": 1},
+    "run": {"image_size": 64},
 }
 
 

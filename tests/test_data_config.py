@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 import sys
 
@@ -47,9 +46,12 @@ def test_embedded_default_and_real_source_are_valid():
 
 
 def snakemake(tmp_path, override: dict, *targets: str) -> subprocess.CompletedProcess:
-    (tmp_path / "config").mkdir(exist_ok=True)
-    shutil.copy(REPO / "config/config.yaml", tmp_path / "config/config.yaml")
-    (tmp_path / "override.yaml").write_text(yaml.safe_dump(override))
+    # The default grid with `override` in it, as one grid file: nothing lies under a grid file.
+    from snakemake.utils import update_config
+
+    grid = copy.deepcopy(BASE)
+    update_config(grid, override)
+    (tmp_path / "override.yaml").write_text(yaml.safe_dump(grid))
     command = [sys.executable, "-m", "snakemake", *targets, "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
     command += ["--configfile", str(tmp_path / "override.yaml")]  # takes several values: last
     return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
@@ -86,4 +88,6 @@ def test_a_missing_real_source_is_named(tmp_path):
     assert result.returncode != 0
     assert "generate_images" not in result.stdout
     messages = [line for line in (result.stderr + result.stdout).splitlines() if "invalid config" in line]
-    assert messages == [f"invalid config: data.images.source: {missing}: image dataset directory not found"]
+    line = (tmp_path / "override.yaml").read_text().splitlines().index(f"    source: {missing}") + 1
+    expected = f"invalid config: override.yaml:{line}: data.images.source: {missing}: image dataset directory not found"
+    assert messages == [expected]

@@ -5,7 +5,6 @@ import shutil
 
 import pandas as pd
 import pytest
-import yaml
 
 from tests.conftest import framework_python
 from tests.tiny_pipeline import snakemake
@@ -112,16 +111,11 @@ def test_tampered_raw_log_fails_the_audit_naming_the_file(archive):
 
 
 def pipeline_config(workdir) -> dict:
-    """The config the pipeline ran with: the default file, tiny.yaml over it (as Snakemake
-    merges --configfile), the schema's defaults filled."""
-    from snakemake.utils import update_config
+    """The config the pipeline ran with: tiny.yaml alone (a grid file is the whole experiment),
+    the schema's defaults filled."""
+    from dlbench.planning.config import resolve_files
 
-    from dlbench.planning.config import fill_defaults
-
-    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
-    update_config(config, yaml.safe_load((workdir / "tiny.yaml").read_text()))
-    fill_defaults(config)
-    return config
+    return resolve_files([str(workdir / "tiny.yaml")])
 
 
 def test_regenerating_from_the_raw_logs_elsewhere_gives_the_pipelines_files_byte_for_byte(finished, tmp_path):

@@ -111,4 +111,8 @@ def test_a_dry_run_lists_the_cells_that_cannot_fit(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     said = done.stdout + done.stderr  # Snakemake's log goes to stdout without a terminal
     assert "18 cell(s) N/A before anything runs" in said
-    assert "pytorch llama3_8b amp bs1 1x8 fsdp+ga4: does not fit: needs ≈ 126.5 GiB per rank" in said
+    # One line per reason, then its cells.
+    assert "2 cells: does not fit: needs ≈ 126.5 GiB per rank" in said
+    assert (
+        "(jax llama3_8b amp synthetic bs1 1x8 mesh_fsdp+ga4; pytorch llama3_8b amp synthetic bs1 1x8 fsdp+ga4)" in said
+    )

@@ -17,5 +17,5 @@ for arg in "$@"; do
     case "$arg" in --directory=*) workdir=$(cd "${arg#*=}" && pwd) ;; esac
     previous=$arg
 done
-.venvs/analysis/bin/snakemake --profile profiles/local --report results/report/snakemake-report.html "$@"
+DLBENCH_PLAN_SUMMARY=0 .venvs/analysis/bin/snakemake --profile profiles/local --report results/report/snakemake-report.html "$@"
 echo "Report: $workdir/results/report/index.html (tables: results/tables/, figures: results/figures/)"

@@ -1,7 +1,11 @@
-"""The config's checks, each one short message naming the key and the bad value: the schema's
-(planning/schema.py) and what the schema cannot say. `python -m dlbench.planning.config check
-FILE... [-- SNAKEMAKE_ARG...]` checks that config files parse (tools/run.sh, before Snakemake,
-whose message names neither file nor line)."""
+"""The config's checks, each one short message naming the key, the bad value and the file that
+set it: the schema's (planning/schema.py) and what the schema cannot say.
+
+    python -m dlbench.planning.config check FILE... [-- SNAKEMAKE_ARG...]
+    python -m dlbench.planning.config show [GRID_FILE...] [--config KEY=VALUE...] [--directory DIR]
+
+`check`: config files parse (tools/run.sh, before Snakemake, whose message names neither file
+nor line). `show`: the effective config, each value with where it came from (planning/origins.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ import os
 import sys
 
 import yaml
+
+from dlbench import protocol as protocols
+from dlbench.planning import origins
 
 # The schema (its defaults, its checks) is read in planning/schema.py; the rest of the config's
 # checks, the ones the schema cannot say, are here.
@@ -23,21 +30,53 @@ from dlbench.planning.schema import (  # noqa: E402, F401 (REPO, CONFIG_SCHEMA: 
 )
 
 
-def checked_grid(config: dict):
-    """The config's grid (dlbench.planning.grid.Grid) after every check, in order: the schema, which
-    also fills in its defaults (fill_defaults; when it fails, the schema's one short message
-    naming the key and the bad value), what the schema cannot say (relations between `data`
-    keys, the grid's cross-references). Raises ValueError."""
+def resolve_files(files: list[str], overrides: dict | None = None) -> dict:
+    """The config `files` make, merged in order as Snakemake merges --configfile files, then
+    `overrides` as --config; validated, the schema's defaults filled. Nothing else lies under
+    them (planning/origins.py). Raises ValueError naming the key and the file."""
+    config = origins.merged(files, overrides)
+    filled(config, lambda: origins.origins(files, overrides, config))
+    return config
+
+
+def filled(config: dict, found=None) -> None:
+    """Validate `config` and fill in the schema's defaults, in place; a problem is one short
+    message naming the key and the bad value, and the file and line that set it where `found`
+    (a callable giving the config's origins, asked only then) knows it."""
     import jsonschema
 
-    from dlbench.planning import datasets as paths
-    from dlbench.planning import grid
+    from dlbench.planning.grid import ConfigError
 
     try:
         fill_defaults(config)
+        problem = protocol_problem(config["protocol"])
     except jsonschema.ValidationError as error:
         # The schema check again, for its one short message (validating once when all is well).
-        raise grid.ConfigError(schema_problem(config) or str(error)) from None
+        problem = schema_problem(config) or str(error)
+    if problem:
+        raise ConfigError(origins.where(problem, found()) if found else problem)
+
+
+def protocol_problem(protocol: dict) -> str | None:
+    """What the schema cannot say of the protocol: a measured window shorter than its warm-up."""
+    resolved = protocols.resolve(protocol)
+    if resolved["measured_steps"] < resolved["warmup_steps"]:
+        key = "measured_steps" if "measured_steps" in protocol else "warmup_steps"
+        return (
+            f"protocol.{key}: {resolved['measured_steps']} measured steps after {resolved['warmup_steps']} "
+            f"warm-up steps (preset {resolved['preset']}): the measured window must be at least the warm-up"
+        )
+    return None
+
+
+def checked_grid(config: dict, found=None):
+    """The config's grid (dlbench.planning.grid.Grid) after every check, in order: the schema, which
+    also fills in its defaults (`filled`), what the schema cannot say (relations between `data`
+    keys, the grid's cross-references). `found`: as in `filled`. Raises ValueError."""
+    from dlbench.planning import datasets as paths
+    from dlbench.planning import grid
+
+    filled(config, found)
     problem = (
         paths.config_problem(config)
         or paths.source_problem(config)
@@ -45,8 +84,11 @@ def checked_grid(config: dict):
         or framework_options_problem(config)
     )
     if problem:
-        raise grid.ConfigError(problem)
-    return grid.expand(config)
+        raise grid.ConfigError(origins.where(problem, found()) if found else problem)
+    try:
+        return grid.expand(config)
+    except grid.ConfigError as error:
+        raise grid.ConfigError(origins.where(str(error), found()) if found else str(error)) from None
 
 
 def site_python_problem(config: dict) -> str | None:
@@ -122,9 +164,34 @@ def config_files_named(snakemake_args: list[str]) -> list[str]:
     return parser.parse_known_args(snakemake_args)[0].configfile
 
 
+def show(argv: list[str]) -> int:
+    """Print the effective config of grid files and --config entries, each value with its origin."""
+    parser = argparse.ArgumentParser(prog="python -m dlbench.planning.config show", allow_abbrev=False)
+    parser.add_argument("files", nargs="*", help="grid files, as --configfile (none: the embedded default)")
+    parser.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--directory", "-d", default=".", help="the working directory (its config/config.yaml)")
+    args = parser.parse_args(argv)
+    from snakemake.cli import parse_config  # --config read exactly as Snakemake reads it
+
+    files = origins.config_files(args.files, args.directory)
+    problems = [p for p in map(config_file_problem, files) if p]
+    overrides = parse_config(args.config)
+    try:
+        config = resolve_files(files, overrides) if not problems else None
+    except ValueError as error:
+        problems.append(str(error))
+    if problems:
+        print(*(f"invalid config: {p}" for p in problems), sep="\n", file=sys.stderr)
+        return 1
+    print("\n".join(origins.show_lines(files, overrides, config)))
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] != "check":
-        print("usage: python -m dlbench.planning.config check FILE... [-- SNAKEMAKE_ARG...]", file=sys.stderr)
+    if argv[:1] == ["show"]:
+        return show(argv[1:])
+    if argv[:1] != ["check"]:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     args = argv[1:]
     files, snakemake_args = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])

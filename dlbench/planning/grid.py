@@ -228,13 +228,23 @@ def expand(config: dict) -> Grid:
 
 
 def unavailable_lines(experiment: Grid, limit: int = 20) -> list[str]:
-    """What planning tells before anything runs: the N/A cells, one line per cell up to `limit`."""
+    """What planning tells before anything runs: the N/A cells, grouped by their reason, each
+    reason once with its count and up to `limit` of its cells."""
     if not experiment.unavailable:
         return []
+    by_reason: dict[str, list[CellKey]] = {}
+    for cell, why in sorted(experiment.unavailable.items()):
+        by_reason.setdefault(why, []).append(cell)
     lines = [f"{len(experiment.unavailable)} cell(s) N/A before anything runs (their reasons are in cells.csv):"]
-    for cell, why in sorted(experiment.unavailable.items())[:limit]:
-        where = f"{cell.framework} {cell.model} {cell.precision} bs{cell.batch} {cell.scale}"
-        lines.append(f"  {where} {cell.strategy}{cell.training}: {why}")
-    if len(experiment.unavailable) > limit:
-        lines.append(f"  ... and {len(experiment.unavailable) - limit} more")
+    for why, cells in by_reason.items():
+        named = [
+            f"{c.framework} {c.model} {c.precision} {c.data} bs{c.batch} {c.scale} {c.strategy}{c.training}"
+            for c in cells
+        ]
+        if len(named) == 1:
+            lines.append(f"  {named[0]}: {why}")
+            continue
+        more = f" and {len(named) - limit} more" if len(named) > limit else ""
+        lines.append(f"  {len(cells)} cells: {why}")
+        lines.append(f"    ({'; '.join(named[:limit])}{more})")
     return lines

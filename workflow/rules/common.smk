@@ -4,6 +4,8 @@ import os
 from snakemake.exceptions import WorkflowError
 
 from dlbench.planning import config as dlbench_config
+from dlbench.planning import origins as dlbench_origins
+from dlbench.planning.summary import plan_summary
 from dlbench.planning import jobs as dlbench_jobs
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
@@ -13,8 +15,18 @@ from dlbench.planning.deployment import Deployment
 from dlbench.planning.grid import planned_sizes
 from dlbench.planning.snakemake_api import command_param, known_signature
 
+# --config's settings, as Snakemake parsed them (GRID_FILES, CONFIG_FILES: the Snakefile's).
+CONFIG_OVERRIDES = dict(workflow.config_settings.config)
+
+
+def config_origins():
+    """Where each setting came from (file:line, --config, preset, schema default); asked only
+    for the plan summary and for a problem's message."""
+    return dlbench_origins.origins(CONFIG_FILES, CONFIG_OVERRIDES, config)
+
+
 try:
-    GRID = dlbench_config.checked_grid(config)
+    GRID = dlbench_config.checked_grid(config, config_origins)
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 
@@ -24,6 +36,15 @@ try:
 except (ValueError, ContainerError) as error:
     raise WorkflowError(str(error)) from None
 
+# What runs, by which protocol, what departs from the preset and costs: before anything runs.
+# (tools/run.sh's second invocation, which bundles the report, has said it already.)
+if not (
+    workflow.remote_exec
+    or workflow.subprocess_exec
+    or os.environ.get("DLBENCH_PLAN_SUMMARY") == "0"
+):
+    for line in plan_summary(GRID, config, config_origins(), []):
+        logger.info(line)
 # Three rules ask for every record: made once.
 RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**run.wildcards()) for run in GRID.runs)
 # Run directories by the records they hold: one walk instead of a stat per run.

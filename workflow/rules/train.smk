@@ -3,7 +3,6 @@
 from dlbench.planning import deployment as dlbench_deployment
 from dlbench.analysis import placement as dlbench_placement
 from dlbench.planning import run_order as dlbench_run_order
-from dlbench.planning.grid import unavailable_lines
 from dlbench.coords import RUN_LOG_TEMPLATE, Scale
 from dlbench.launch.slurm import RECORD as SLURM_RECORD
 
@@ -22,9 +21,6 @@ RUN_PRIORITY = known_signature(
 if config["run"]["launcher"] == "srun":
     for line in DEPLOY.srun_lines(GRID.runs, GRID.run_protocol):
         logger.info(f"srun step: {line}")
-# The cells no run fills, with why (one that would not fit its device's memory among them).
-for line in unavailable_lines(GRID):
-    logger.info(line)
 # Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
 ENDED_RUNS = (
     dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)

@@ -1,0 +1,30 @@
+"""The plan summary every dry run and every `tools/run.sh` starts with: what will run, by which
+protocol, every setting that departs from its preset or the schema's default and where it came
+from, what the grid will cost, and the cells that cannot run, with why."""
+
+from __future__ import annotations
+
+from dlbench import protocol as protocols
+from dlbench.planning import origins
+from dlbench.planning.grid import Grid, unavailable_lines
+
+
+def plan_summary(grid: Grid, config: dict, found: dict, cost_lines: list[str]) -> list[str]:
+    """The summary's lines (`found`: the config's origins, planning/origins.py; `cost_lines`:
+    the cost estimate's, planning/cost.py)."""
+    proto = grid.protocol
+    cells = len({run.cell for run in grid.runs})
+    repeats = "adaptive, from " if proto["repeats"] == "auto" else ""
+    lines = [
+        f"dlbench plan: {len(grid.runs)} runs in {cells} cells ({repeats}{protocols.planned_repeats(proto)} "
+        f"repeats each), {len(grid.unavailable)} cells N/A; {len(grid.runs)} training jobs "
+        f"(each its own Slurm job under a cluster profile)",
+        f"  protocol: preset {proto['preset']}, {proto['warmup_steps']} warm-up + {proto['measured_steps']} "
+        f"measured steps, {proto['repeats']} repeats, {proto['statistic']} ({found[('protocol', 'preset')]})",
+    ]
+    changed = origins.departures(config, found)
+    if changed:
+        lines.append("  settings other than the preset's and the schema's defaults:")
+        lines += [f"    {key} = {origins.value_text(value)}  ({origin})" for key, value, origin in changed]
+    lines += [f"  {line}" for line in cost_lines]
+    return lines + unavailable_lines(grid)
