@@ -97,9 +97,7 @@ def dry_run(snakefile: Path, work: Path, extra: list[str]) -> tuple[float, int, 
 
 def grid_dry_run(config_path: Path) -> tuple[float, int, float]:
     with tempfile.TemporaryDirectory() as work:
-        # The grid file is merged over config/config.yaml: both grids set every grid key the
-        # embedded default sets (data, exclude), so the default does not leak into them.
-        shutil.copytree(REPO / "config", Path(work) / "config")
+        # A grid file is the whole experiment: nothing of config/config.yaml lies under it.
         return dry_run(REPO / "Snakefile", Path(work), ["--configfile", str(config_path)])
 
 

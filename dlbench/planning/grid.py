@@ -75,8 +75,8 @@ def check_semantics(config: dict) -> None:
     if problem:
         raise ConfigError(problem)
     for fw, strategies in grid.get("strategies", {}).items():
-        # A known framework outside the grid is fine (a grid file merged over the default
-        # keeps the default's strategies); an unknown name is a typo.
+        # A known framework outside the grid is fine (one file's strategies serve several
+        # grids); an unknown name is a typo.
         if fw not in known:
             raise ConfigError(f"grid.strategies.{fw}: unknown framework {fw!r}; known: {known}")
         offered = capabilities(fw).strategy_names
