@@ -3,7 +3,7 @@ venv (no container), the same 1x1 cell under the same launcher (srun) on the loc
 
     .venvs/analysis/bin/python benchmarks/container_overhead.py [--framework pytorch] [--starts 5]
         [--modes none podman pyxis] [--model resnet50] [--batch 8] [--image-size 64]
-        [--warmup 4] [--steps 15] [--threads 2] [--squashfs-builds 2] [--json OUT]
+        [--warmup 4] [--steps 15] [--threads 2] [--squashfs-builds 2] [--tolerance 0.05] [--json OUT]
 
 1. Image → squashfs: `dlbench.images.squashfs.build` of the framework's pinned podman image,
    --squashfs-builds times (the median; the same bytes every time).
@@ -15,8 +15,10 @@ venv (no container), the same 1x1 cell under the same launcher (srun) on the loc
    framework's import and the model's construction. The median over --starts.
 3. Throughput: each start is one run of the cell (its warm-up, then its measured window);
    the ratio container ÷ venv of the medians with a 95 % bootstrap interval
-   (dlbench.analysis.stats.ratio_ci) and its verdict (stats.ratio_verdict: 'overlap' = the
-   interval holds 1, the container cannot be told from the venv).
+   (dlbench.analysis.stats.ratio_ci) and its verdict (stats.ratio_verdict): 'same' only when the
+   whole interval lies within 1 ± --tolerance (the container costs no throughput that this many
+   starts can see); 'higher'/'lower' when it lies wholly beyond; 'inconclusive' when it crosses
+   the band, with the starts it would take to decide it (stats.decide_factor).
 
 Every round runs each mode once, in an order that rotates from round to round, so that the
 shared machine's drift hits all alike. Runs inside one allocation of the local cluster
@@ -41,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dlbench import labels  # noqa: E402
 from dlbench.analysis import stats  # noqa: E402
 from dlbench.analysis.aggregate import summarize_run  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
@@ -68,6 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mem-mb", type=int, default=6000)
     p.add_argument("--squashfs-builds", type=int, default=2)
+    p.add_argument("--tolerance", type=float, default=stats.SAME_TOLERANCE, help="± band of 'same' throughput")
     p.add_argument("--json", type=Path, default=None, help="write every figure here too")
     return p.parse_args(argv)
 
@@ -151,7 +155,20 @@ def measure(args, modes: list[str]) -> dict[str, list[dict]]:
     return found
 
 
-def summary(found: dict[str, list[dict]]) -> dict:
+def throughput_verdict(reference: list[float], throughput: list[float], tolerance: float) -> dict:
+    """container ÷ venv: the ratio of the medians, its 95% CI, the verdict and, where it is
+    inconclusive, how many starts it would take to decide it."""
+    ci = stats.ratio_ci("median", reference, throughput)
+    ratio = stats.median(throughput) / stats.median(reference)
+    starts = (len(reference), len(throughput))
+    row = {"throughput_ratio": ratio, "ratio_ci95": ci, "verdict": stats.ratio_verdict(ci, starts, tolerance=tolerance)}
+    if row["verdict"] == labels.INCONCLUSIVE:
+        factor = stats.decide_factor(ratio, ci, stats.ratio_band(tolerance))
+        row["to_decide"] = labels.crosses(tolerance, starts, factor, unit="starts")
+    return row
+
+
+def summary(found: dict[str, list[dict]], tolerance: float = stats.SAME_TOLERANCE) -> dict:
     reference = [s["throughput"] for s in found.get("none", [])]
     out = {}
     for mode, starts in found.items():
@@ -162,9 +179,7 @@ def summary(found: dict[str, list[dict]]) -> dict:
         if setups:
             row["container_setup_median_ms"] = stats.median(setups)
         if reference and mode != "none":
-            ci = stats.ratio_ci("median", reference, throughput)
-            row["throughput_ratio"] = stats.median(throughput) / stats.median(reference)
-            row |= {"ratio_ci95": ci, "verdict": stats.ratio_verdict(ci, (len(reference), len(throughput)))}
+            row |= throughput_verdict(reference, throughput, tolerance)
             row["startup_extra_s"] = row["startup_median_s"] - stats.median([s["startup_s"] for s in found["none"]])
         out[mode] = row
     return out
@@ -183,7 +198,7 @@ def report(result: dict) -> None:
             low, high = row["ratio_ci95"]
             ratio = f"{row['throughput_ratio']:.3f} [{low:.3f}, {high:.3f}]"
         line = f"{mode:8} {row['startup_median_s']:11.1f} {extra:>10} {row['throughput_median']:8.2f} {ratio:>26}"
-        print(f"{line}  {row.get('verdict', '')}")
+        print(f"{line}  {row.get('verdict', '')}" + (f": {row['to_decide']}" if "to_decide" in row else ""))
         if "container_setup_median_ms" in row:
             setup = row["container_setup_median_ms"]
             print(f"{'':9}pyxis container setup (enroot, slurmd's log): {setup:.0f} ms median")
@@ -210,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[container_overhead] pyxis: {result['pyxis_plugstack']}", flush=True)
     if "pyxis" in modes and args.squashfs_builds:
         result["squashfs"] = squashfs_builds(args.framework, args.squashfs_builds)
-    result["modes"] = summary(measure(args, modes))
+    result["modes"] = summary(measure(args, modes), args.tolerance)
     result["load_after"] = os.getloadavg()
     report(result)
     if args.json:

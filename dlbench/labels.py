@@ -7,6 +7,7 @@ a cell reads the same everywhere.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 from dlbench.coords import SINGLE_DEVICE, TRAINING_DEFAULTS, Scale, training_suffix
@@ -224,14 +225,56 @@ def interval(low: float, high: float, spec: str = ".2f") -> str:
     return f" [95% CI {low:{spec}}–{high:{spec}}]"
 
 
-def uncertain(verdict: str, repeats: tuple[int, int], what: str) -> str:
-    """Why a comparison (dlbench.analysis.stats.ratio_verdict) does not support its claim, or "" when it
-    does. `what`: the two things compared, e.g. `pytorch and tensorflow`."""
-    if verdict == "few":
+# Verdicts that could state equality (docs/sanity.md, "Equal only inside the band"): two things
+# are called equal (same, level, within, no drift) only when the whole 95% interval of their
+# difference lies inside the tolerance band; an interval that crosses an edge of the band is
+# inconclusive and says how large a sample it would take to decide it (stats.decide_factor).
+SAME, INCONCLUSIVE, FEW, NOISY, HIGHER, LOWER = "same", "inconclusive", "few", "noisy", "higher", "lower"
+FASTER, SLOWER, WITHIN = "faster", "slower", "within"  # WITHIN: references.csv's same
+BEST, LEVEL = "best", "level"  # the convergence check's lowest loss, and its same
+CONVERGENCE_TEXT = {
+    LEVEL: "level with",
+    SLOWER: "trains slower than",
+    FASTER: "trains faster than",
+    INCONCLUSIVE: "inconclusive against",
+}
+DRIFT_TEXT = {"drift": "DRIFT", "none": "no drift"}
+CANNOT_DECIDE = "cannot be decided by more repeats"
+NOT_SPLIT = "no split by node found"  # placement: not flagged, which does not make the speeds equal
+
+
+def band(tolerance: float) -> str:
+    return f"±{tolerance:.0%}"
+
+
+def to_decide(now: tuple[int, ...], factor: float, unit: str = "repeats") -> str:
+    """`about 24 repeats (now 3) to decide it, if the estimate holds`, `about 9 and 12 repeats (now 3
+    and 4) …`: each count (the sides that can grow) times `factor` (stats.decide_factor: the size at
+    which the CI just clears the band's edge, so a minimum, not a promise). CANNOT_DECIDE where the
+    factor is not finite."""
+    if not (factor == factor and factor != float("inf")):
+        return CANNOT_DECIDE
+    needed = [max(n, math.ceil(n * factor - 1e-9)) for n in now]
+    counts = f"{' and '.join(map(str, needed))} {unit} (now {' and '.join(map(str, now))})"
+    return f"about {counts} to decide it, if the estimate holds"
+
+
+def crosses(tolerance: float, now: tuple[int, ...], factor: float, unit: str = "repeats") -> str:
+    """Why a comparison is inconclusive: its interval crosses the band, and what would decide it."""
+    return f"the 95% CI crosses the {band(tolerance)} band: {to_decide(now, factor, unit)}"
+
+
+def uncertain(verdict: str, repeats: tuple[int, int], what: str, tolerance: float, factor: float = math.nan) -> str:
+    """What a comparison (dlbench.analysis.stats.ratio_verdict) may claim beside its ratio, or "" when
+    the ratio's direction stands. `what`: the two things compared, e.g. `PyTorch and TensorFlow`;
+    `factor`: stats.decide_factor, for an inconclusive one."""
+    if verdict == FEW:
         return f"uncertain, too few repeats ({repeats[0]} and {repeats[1]})"
-    if verdict == "overlap":
-        return f"cannot tell {what} apart"
-    if verdict == "noisy":
+    if verdict == SAME:
+        return f"{what} are level, the whole 95% CI within {band(tolerance)}"
+    if verdict == INCONCLUSIVE:
+        return f"{INCONCLUSIVE}, {crosses(tolerance, repeats, factor)}"
+    if verdict == NOISY:
         return "uncertain, a noisy cell"
     return ""
 

@@ -1,6 +1,7 @@
 """Campaigns (#18): published numbers as result sets, and comparing two campaigns."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -101,6 +102,7 @@ def test_published_campaign_protocols_and_missing_sources():
     )
     assert set(result.cells["verdict"]) == {"inconclusive"}
     assert result.cells["why"].str.startswith("no repeats on either side").all()
+    assert result.cells["why"].str.endswith("cannot be decided by more repeats").all()
     assert [d["field"] for d in result.differences] == ["hardware.gpu"]
 
 
@@ -172,6 +174,26 @@ def test_noisy_five_repeats_straddling_the_band_are_inconclusive(tmp_path):
     measured_campaign(tmp_path / "b", list(0.5 * (1 + 0.2 * rng.standard_normal(5))))
     result = cmp.compare(load(tmp_path / "a"), load(tmp_path / "b"))
     assert result.cells["verdict"].tolist() == ["inconclusive"]
+    cell = result.cells.iloc[0]
+    low, high, ratio = cell["ci95_low"], cell["ci95_high"], cell["ratio"]
+    crossed = [edge for edge in (0.95, 1.05) if low < edge < high]
+    factor = max((((high - ratio) if e > ratio else (ratio - low)) / abs(e - ratio)) ** 2 for e in crossed)
+    needed = math.ceil(5 * factor)
+    assert cell["why"] == (
+        f"the 95% CI crosses the ±5% band: about {needed} and {needed} repeats (now 5 and 5) "
+        "to decide it, if the estimate holds"
+    )
+    assert "to decide it, if the estimate holds" in cmp.text(result)
+
+
+def test_a_tight_interval_inside_the_band_is_the_same_and_a_wide_one_is_not(tmp_path):
+    coords = measured_campaign(tmp_path / "a", STEADY)
+    scaled_copy(tmp_path / "a", tmp_path / "b", coords, 1.02)  # 2% faster, every repeat alike: CI inside ±5%
+    result = cmp.compare(load(tmp_path / "a"), load(tmp_path / "b"))
+    assert result.cells["verdict"].tolist() == ["same"] and result.cells["ci95_high"].iloc[0] <= 1.05
+    narrower = cmp.compare(load(tmp_path / "a"), load(tmp_path / "b"), tolerance=0.02)
+    assert narrower.cells["verdict"].tolist() == ["inconclusive"]  # 1.02 sits on the ±2% edge
+    assert narrower.cells["why"].iloc[0].endswith("cannot be decided by more repeats")
 
 
 def test_measured_against_published_matches_every_coordinate_and_says_why_not(tmp_path):

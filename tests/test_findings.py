@@ -1,4 +1,8 @@
-"""Comparing findings say how sure they are: intervals from the repeats, 'cannot tell apart'."""
+"""Comparing findings say how sure they are: intervals from the repeats; 'level' only when the
+whole interval lies inside the tolerance band, 'inconclusive' (with the repeats it would take)
+when it crosses it."""
+
+import math
 
 import pandas as pd
 import pytest
@@ -35,18 +39,43 @@ def runs(throughputs: dict[str, list[float]]) -> pd.DataFrame:
     )
 
 
-def comparison(throughputs: dict[str, list[float]]) -> tuple[str, str]:
+def ranking(throughputs: dict[str, list[float]], tolerance: float = stats.SAME_TOLERANCE):
     table = runs(throughputs)
     cells = cells_table(table, "mean")
-    (found,) = [f for f in findings.findings(cells, 0.1, table) if f.topic == "compare"]
+    (found,) = [f for f in findings.findings(cells, 0.1, table, tolerance) if f.topic == "compare"]
+    return found, cells, table
+
+
+def comparison(throughputs: dict[str, list[float]]) -> tuple[str, str]:
+    found, cells, table = ranking(throughputs)
     return found.text, render(cells, table, PROTOCOL, CONFIG, generated="now")
 
 
-def test_overlapping_intervals_cannot_tell_apart():
-    text, html = comparison({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [98, 103, 95, 100, 99]})
-    assert text.endswith("cannot tell PyTorch and TensorFlow apart.")
-    assert "faster by 1.01× [95% CI 0.98–1.04]" in text  # the interval holds 1
-    assert "cannot tell PyTorch and TensorFlow apart" in html
+LEVEL = {"pytorch": [100, 96, 104, 99, 101], "tensorflow": [98, 103, 95, 100, 99]}
+
+
+def test_a_whole_interval_inside_the_band_is_level():
+    text, html = comparison(LEVEL)
+    assert "faster by 1.01× [95% CI 0.98–1.04]" in text  # wholly inside 0.95–1.05
+    assert text.endswith("PyTorch and TensorFlow are level, the whole 95% CI within ±5%.")
+    assert "PyTorch and TensorFlow are level" in html
+
+
+def test_the_same_interval_against_a_narrower_band_is_inconclusive():
+    found, _, _ = ranking(LEVEL, tolerance=0.01)
+    assert "level" not in found.text and ": inconclusive, the 95% CI crosses the ±1% band: about " in found.text
+
+
+def test_an_interval_crossing_the_band_is_inconclusive_with_the_repeats_it_would_take():
+    found, _, _ = ranking({"pytorch": [100, 96, 104, 99, 101], "tensorflow": [95, 98, 93, 97, 96]})
+    ratio = found.numbers[-1]
+    assert ratio.low < 1.05 < ratio.high  # crosses the high edge only
+    needed = math.ceil(5 * ((ratio.high - ratio.value) / (1.05 - ratio.value)) ** 2)
+    assert found.text.endswith(
+        f"PyTorch faster by 1.04× [95% CI 1.02–1.07]: inconclusive, the 95% CI crosses the ±5% band: "
+        f"about {needed} and {needed} repeats (now 5 and 5) to decide it, if the estimate holds."
+    )
+    assert "level" not in found.text
 
 
 def test_separated_intervals_name_the_faster_and_by_how_much():
@@ -69,10 +98,7 @@ def test_a_ranking_states_each_step():
     text, _ = comparison({"pytorch": [100, 99, 101, 100], "tensorflow": [80, 79, 81, 80], "jax": [79.5, 80.5, 80, 81]})
     steps = text.split("; then ")
     assert steps[1].startswith("JAX 80.2, PyTorch faster by 1.25×") and "apart" not in steps[1]
-    assert (
-        steps[2].startswith("TensorFlow 80.0, JAX faster by 1.00×")
-        and "cannot tell JAX and TensorFlow apart" in steps[2]
-    )
+    assert steps[2].startswith("TensorFlow 80.0, JAX faster by 1.00×") and "JAX and TensorFlow are level" in steps[2]
 
 
 @pytest.mark.parametrize(
@@ -80,7 +106,10 @@ def test_a_ranking_states_each_step():
     [
         ((1.1, 1.3), (3, 3), False, "higher"),
         ((0.7, 0.9), (5, 3), False, "lower"),
-        ((0.9, 1.1), (5, 5), False, "overlap"),
+        ((0.97, 1.04), (5, 5), False, "same"),
+        ((0.97, 1.04), (5, 5), True, "same"),  # the interval already holds the noise
+        ((0.9, 1.1), (5, 5), False, "inconclusive"),  # holds 1, but also ±10%
+        ((1.02, 1.2), (5, 5), False, "inconclusive"),  # excludes 1, but not the band
         ((1.1, 1.3), (3, 3), True, "noisy"),
         ((1.1, 1.3), (2, 3), False, "few"),
         ((float("nan"), float("nan")), (3, 3), False, "few"),

@@ -13,6 +13,7 @@ from dlbench.analysis import drift, placement, stability
 from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
 from dlbench.findings import checks
+from dlbench.report import checks as report_checks
 from dlbench.report import render
 from dlbench.steplog import StepLogWriter, rank_log_name
 
@@ -141,3 +142,34 @@ def test_repeats_spread_over_nodes_in_a_moving_window():
     spread = placement.spread_resources(static, 1, ["n1", "n2"])
     assert spread["slurm_extra"](SimpleNamespace(repeat="2")) == "--ntasks-per-node=2 --nodelist=n2"
     assert placement.spread_resources(static, 2, ["n1", "n2"]) is static
+
+
+def drift_row(drift_verdict: str, order: tuple, time: tuple, runs: int = 12) -> dict:
+    row = {"framework": "pytorch", "runs": runs, "drift": drift_verdict}
+    for name, (change, low, high) in (("order", order), ("time", time)):
+        row |= {f"{name}_change": change, f"{name}_change_low": low, f"{name}_change_high": high}
+    return row
+
+
+def test_no_drift_only_when_both_whole_intervals_lie_within_the_band():
+    inside = (0.01, -0.02, 0.03)
+    assert report_checks.drift_verdict(drift_row("none", inside, inside)) == "no drift"
+    crossing = (-0.03, -0.07, 0.01)  # 0.04 towards -5%, which is 0.02 away: 4 × the runs
+    verdict = report_checks.drift_verdict(drift_row("none", inside, crossing))
+    assert verdict == (
+        "inconclusive: the 95% CI crosses the ±5% band: about 48 runs (now 12) to decide it, if the estimate holds"
+    )
+    assert report_checks.drift_verdict(drift_row("drift", (-0.2, -0.28, -0.15), crossing)) == "DRIFT"
+    on_edge = (-0.05, -0.08, -0.02)
+    assert report_checks.drift_verdict(drift_row("none", inside, on_edge)).endswith("cannot be decided by more repeats")
+    assert report_checks.drift_verdict({"drift": ""}) == "too few runs"
+
+
+def test_a_planted_small_drift_is_not_called_no_drift_unless_its_interval_is_inside():
+    runs = planted_runs(0.002)
+    table = drift.drift_table(runs).set_index("framework")
+    verdicts = {r["framework"]: r["verdict"] for r in report_checks.drift_part(runs)["rows"]}
+    for framework, row in table.iterrows():
+        inside = all(row[f"{p}_change_low"] >= -0.05 and row[f"{p}_change_high"] <= 0.05 for p in ("order", "time"))
+        name = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}[framework]
+        assert (verdicts[name] == "no drift") == (inside and row["drift"] == "none"), (framework, verdicts[name])

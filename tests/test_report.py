@@ -450,8 +450,13 @@ def test_report_references_section_when_a_table_exists(rendered):
     html = report.render(cells, runs, PROTOCOL, REFERENCE_CONFIG, environment=env, references=refs)
     section = html[html.index('id="references"') :]
     assert "Published vs measured" in section and "a paper" in section and "Test GPU x8" in section
-    assert ">160.0<" in section and ">80.0<" in section and ">0.50×<" in section  # pytorch 1x1 vs the paper
+    # pytorch 1x1 vs the paper: the ratio with its CI (the cell's own, the paper's number taken as exact)
+    assert ">160.0<" in section and ">80.0<" in section and ">0.50× [95% CI 0.49–0.51]<" in section
     assert ">slower<" in section and "<img" in section
+    # The noisy tensorflow 2x2 cell against its baseline: its CI crosses ±10%, and says what would decide it.
+    assert re.search(
+        r">inconclusive: the 95% CI crosses the ±10% band: about \d+ and \d+ repeats \(now 3 and 3\)", section
+    )
     assert 'href="#cell-pytorch-resnet50-fp32-synthetic-8-1x1-single"' in section
     assert "Of the 2 comparisons with published numbers" in html  # pytorch and tensorflow at 1x1
     assert "Of the 8 comparisons with the baseline (old/cells.csv)" in html

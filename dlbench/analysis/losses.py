@@ -22,9 +22,10 @@ CURVE_COLUMN = "loss_curve"  # runs_table's per-run series, moved out to losses.
 CURVE_FIELDS = ["step", "phase", "samples_seen", "loss"]
 # What makes two cells comparable: all coordinates but who trained and how it was split.
 MATCH_FIELDS = [f for f in CELL_FIELDS if f not in (col.framework, col.strategy)]
-# The verdicts of convergence(): the group's lowest loss, within the tolerance of it, or above.
-BEST, LEVEL, SLOWER = "best", "level", "slower"
-COMPARED = (LEVEL, SLOWER)
+# The verdicts of convergence(): the group's lowest loss; the gap's whole CI within the tolerance
+# of it, above, below; or crossing the tolerance.
+BEST, LEVEL, SLOWER, FASTER, INCONCLUSIVE = labels.BEST, labels.LEVEL, labels.SLOWER, labels.FASTER, labels.INCONCLUSIVE
+COMPARED = (LEVEL, SLOWER, FASTER, INCONCLUSIVE)
 CONVERGENCE_COLUMNS = [col.convergence, col.convergence_reason, col.loss_gap, col.loss_gap_low, col.loss_gap_high]
 
 
@@ -64,8 +65,10 @@ def convergence(cells: pd.DataFrame, curves: pd.DataFrame, tolerance: float) -> 
     cell's last-quarter loss against the lowest one's. loss_gap: mean of (this − best) over
     matched (repeat, step) pairs as a share of the best's loss at its first step (where training
     started: a memorised synthetic batch's loss nears 0, so its own level is no scale), with a
-    bootstrap 95 % CI; 'slower' when the CI's low end exceeds `tolerance`, else 'level' (the
-    best is 'best')."""
+    bootstrap 95 % CI; 'level' only when the whole CI lies within ±`tolerance`, 'slower' when it
+    lies wholly above, 'faster' wholly below (the best's loss is the lowest over all its steps,
+    not necessarily at the matched ones), else 'inconclusive', saying how many repeats it
+    would take to decide it (stats.decide_factor); the best is 'best'."""
     cells = cells.assign(**{c: "" for c in CONVERGENCE_COLUMNS[:2]}, **{c: math.nan for c in CONVERGENCE_COLUMNS[2:]})
     tails = last_quarter(curves)
     if tails.empty or cells.empty:
@@ -95,16 +98,33 @@ def _verdict(cell, best, losses: pd.DataFrame, best_losses: pd.DataFrame, scale:
     if cell == best:
         return [BEST, f"lowest last-quarter loss of its group ({best_mean:.4g})", 0.0, 0.0, 0.0]
     paired = losses.merge(best_losses, on=[col.repeat, "at"], suffixes=("", "_best"))
-    gaps = ((paired["loss"] - paired["loss_best"]) / abs(scale)).dropna().to_numpy()
+    paired = paired.assign(gap=(paired["loss"] - paired["loss_best"]) / abs(scale)).dropna(subset=["gap"])
+    gaps = paired["gap"].to_numpy()
     if not gaps.size:
         return ["", "no repeat and step to match with the best", math.nan, math.nan, math.nan]
     gap = float(gaps.mean())
-    low, high = stats.bootstrap_ci(col.mean, gaps) if gaps.size > 1 else (gap, gap)
-    slower = low > tolerance
+    low, high = stats.bootstrap_ci(col.mean, gaps)
+    band = (-tolerance, tolerance)
+    position = stats.band_position((low, high), band)
+    verdict = {labels.SAME: LEVEL, labels.HIGHER: SLOWER, labels.LOWER: FASTER}.get(position, INCONCLUSIVE)
     other = f"{labels.framework_label(best[0])} ({best[1]})"
     reason = (
-        f"{'trains slower than' if slower else 'level with'} {other}: last-quarter loss "
-        f"{losses['loss'].mean():.4g} vs {best_mean:.4g}, a gap of {gap:+.1%} [{low:+.1%}, {high:+.1%}] "
-        f"of its first-step loss {scale:.4g} over {gaps.size} matched steps (tolerance {tolerance:.0%})"
+        f"{labels.CONVERGENCE_TEXT[verdict]} {other}: last-quarter loss {losses['loss'].mean():.4g} vs "
+        f"{best_mean:.4g}, a gap of {gap:+.1%}{_gap_interval(low, high)} of its first-step loss {scale:.4g} "
+        f"over {gaps.size} matched steps (tolerance {tolerance:.0%})"
     )
-    return [SLOWER if slower else LEVEL, reason, gap, low, high]
+    if verdict == INCONCLUSIVE:
+        reason += f": {_undecided(gap, (low, high), band, paired[col.repeat].nunique(), tolerance)}"
+    return [verdict, reason, gap, low, high]
+
+
+def _gap_interval(low: float, high: float) -> str:
+    return f" [{low:+.1%}, {high:+.1%}]" if stats.finite(low) else ""
+
+
+def _undecided(gap: float, ci: tuple[float, float], band: tuple[float, float], repeats: int, tolerance: float) -> str:
+    """Why an inconclusive gap is: one matched step gives no CI; otherwise the CI crosses the band,
+    and the repeats it would take to decide it (the matched steps grow with the repeats)."""
+    if not stats.finite(ci[0]):
+        return "one matched step gives no 95% CI: it cannot be decided until more repeats give one"
+    return labels.crosses(tolerance, (repeats,), stats.decide_factor(gap, ci, band))

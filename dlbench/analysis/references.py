@@ -2,14 +2,24 @@
 
 A reference matches a cell when model, precision, data, per-device batch and device count
 agree (and, for published numbers, the configured hardware class appears in the source's
-hardware column). Each match gets a verdict, ReFrame-style: `within` the tolerance,
-`faster` or `slower`.
+hardware column). Each match gets measured ÷ reference with a 95% CI and a verdict,
+ReFrame-style but claiming no more than the interval shows: `within` only when the whole CI
+lies inside 1 ± tolerance, `faster` or `slower` when it lies wholly beyond, else
+`inconclusive` (the CI crosses the band, or there is none), and why.
+
+The CI: a published number has none of its own and is taken as exact, so the ratio's CI is
+the measured cell's (cells.csv `ci95_low`/`ci95_high`) ÷ it; a baseline cell's CI, where it has
+one, is combined with the measured cell's in quadrature on the log scale (independent errors).
 """
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
+from dlbench import labels
+from dlbench.analysis import stats
 from dlbench.analysis.columns import col, read_cells
 from dlbench.coords import CELL_FIELDS
 
@@ -27,7 +37,10 @@ COLUMNS = [
     "reference",
     "measured",
     "ratio",
+    "ratio_low",
+    "ratio_high",
     "verdict",
+    "why",
 ]
 
 
@@ -41,12 +54,53 @@ def load_published(path: str) -> pd.DataFrame:
     return refs
 
 
-def verdict(ratio: float, tolerance: float) -> str:
+def verdict(ratio: float, tolerance: float, ci: tuple[float, float] = (math.nan, math.nan)) -> str:
+    """within / faster / slower / inconclusive from the ratio's 95% CI against 1 ± tolerance."""
     if ratio != ratio:
         return "no number"
-    if abs(ratio - 1.0) <= tolerance:
-        return "within"
-    return "faster" if ratio > 1.0 else "slower"
+    position = stats.band_position(ci, stats.ratio_band(tolerance))
+    return {labels.SAME: labels.WITHIN, labels.HIGHER: labels.FASTER, labels.LOWER: labels.SLOWER}.get(
+        position, labels.INCONCLUSIVE
+    )
+
+
+def why(ratio: float, tolerance: float, ci: tuple[float, float], repeats: tuple[int, ...]) -> str:
+    """Why a comparison's verdict: its CI against the band, or, where inconclusive, what would
+    decide it. `repeats`: the repeats behind the CI (the measured cell's; and the baseline's)."""
+    if ratio != ratio:
+        return ""
+    position = stats.band_position(ci, stats.ratio_band(tolerance))
+    if position == labels.FEW:
+        return (
+            f"no 95% CI (repeats: {' and '.join(map(str, repeats))}): the point estimate {ratio:.2f}× alone "
+            f"cannot be decided against {labels.band(tolerance)}"
+        )
+    if position == labels.INCONCLUSIVE:
+        return labels.crosses(tolerance, repeats, stats.decide_factor(ratio, ci, stats.ratio_band(tolerance)))
+    return f"95% CI {'within' if position == labels.SAME else 'beyond'} {labels.band(tolerance)}"
+
+
+def _ratio_ci(cell, reference: float, reference_ci: tuple[float, float] = (math.nan, math.nan)):
+    """measured ÷ reference's 95% CI: the cell's own over an exact reference, or combined in
+    quadrature on the log scale with the reference's CI where it has one."""
+    low, high = cell.get(col.ci95_low), cell.get(col.ci95_high)
+    if not (stats.finite(low) and stats.finite(high) and low > 0 and reference > 0):
+        return math.nan, math.nan
+    if not (stats.finite(reference_ci[0]) and stats.finite(reference_ci[1]) and reference_ci[0] > 0):
+        return low / reference, high / reference
+    centre = math.log(cell[col.throughput] / reference)
+    half = math.hypot(math.log(high / low) / 2, math.log(reference_ci[1] / reference_ci[0]) / 2)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def _judged(ratio: float, ci: tuple[float, float], repeats: tuple[int, ...], tolerance: float) -> dict:
+    return {
+        "ratio": ratio,
+        "ratio_low": ci[0],
+        "ratio_high": ci[1],
+        "verdict": verdict(ratio, tolerance, ci),
+        "why": why(ratio, tolerance, ci, repeats),
+    }
 
 
 def compare_published(cells: pd.DataFrame, refs: pd.DataFrame, hardware: str, tolerance: float) -> pd.DataFrame:
@@ -64,6 +118,7 @@ def compare_published(cells: pd.DataFrame, refs: pd.DataFrame, hardware: str, to
         ]
         for _, ref in match.iterrows():
             ratio = cell[col.throughput] / ref[col.throughput]
+            ci = _ratio_ci(cell, ref[col.throughput])
             rows.append(
                 {
                     **{f: cell[f] for f in CELL_FIELDS},
@@ -75,8 +130,7 @@ def compare_published(cells: pd.DataFrame, refs: pd.DataFrame, hardware: str, to
                     "reference_strategy": ref[col.strategy],
                     "reference": ref[col.throughput],
                     "measured": cell[col.throughput],
-                    "ratio": ratio,
-                    "verdict": verdict(ratio, tolerance),
+                    **_judged(ratio, ci, (_repeats(cell.get(col.n)),), tolerance),
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -87,15 +141,33 @@ def compare_baseline(cells: pd.DataFrame, baseline: pd.DataFrame, label: str, to
     if cells.empty or baseline.empty:
         return pd.DataFrame(columns=COLUMNS)
     keys = [f for f in CELL_FIELDS]
-    base = baseline[[*keys, col.throughput]].rename(columns={col.throughput: "reference"})
+    base = baseline.reindex(columns=[*keys, col.throughput, col.ci95_low, col.ci95_high, col.n]).rename(
+        columns={col.throughput: "reference", col.ci95_low: "reference_low", col.ci95_high: "reference_high"}
+        | {col.n: "reference_n"}
+    )
     merged = cells.merge(base.astype({col.batch: str}), on=keys, how="inner")
     merged = merged[merged["reference"].notna()]
+    if merged.empty:
+        return pd.DataFrame(columns=COLUMNS)
     merged["kind"], merged["source"], merged["hardware"] = "baseline", label, ""
     merged["reference_framework"], merged["reference_strategy"] = merged[col.framework], merged[col.strategy]
     merged["measured"] = merged[col.throughput]
-    merged["ratio"] = merged["measured"] / merged["reference"]
-    merged["verdict"] = [verdict(r, tolerance) for r in merged["ratio"]]
-    return merged[COLUMNS]
+    judged = [_baseline_judged(row, tolerance) for _, row in merged.iterrows()]
+    merged = merged.drop(columns=["ratio"], errors="ignore").reset_index(drop=True)
+    return pd.concat([merged, pd.DataFrame(judged)], axis=1)[COLUMNS]
+
+
+def _baseline_judged(row, tolerance: float) -> dict:
+    reference_ci = (row["reference_low"], row["reference_high"])
+    ci = _ratio_ci(row, row["reference"], reference_ci)
+    with_ci = stats.finite(reference_ci[0]) and stats.finite(reference_ci[1])
+    repeats = (_repeats(row[col.n]), _repeats(row["reference_n"])) if with_ci else (_repeats(row[col.n]),)
+    return _judged(row["measured"] / row["reference"], ci, repeats, tolerance)
+
+
+def _repeats(n) -> int:
+    """A cell's repeats with a number (cells.csv `n`); one where the table has none."""
+    return int(n) if stats.finite(n) else 1
 
 
 def compare(cells: pd.DataFrame, settings: dict, published_path: str) -> pd.DataFrame:

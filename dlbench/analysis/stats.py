@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from dlbench import labels
+
 
 def mean(values) -> float:
     values = np.asarray(values, dtype=float)
@@ -147,6 +149,52 @@ def mann_whitney(reference, candidate) -> dict:
 
 
 MIN_REPEATS = 3  # fewer repeats on a side: a comparison is "uncertain" whatever its interval
+SAME_TOLERANCE = 0.05  # the ± band a ratio's whole 95% CI must lie in to be "same" (findings, compare)
+
+
+# ---------------------------------------------------------------- equal only inside the band
+
+
+def band_position(ci: tuple[float, float], band: tuple[float, float]) -> str:
+    """Where a 95% CI lies against a tolerance band (its low and high edge, inclusive): SAME
+    (wholly inside: the only place two things may be called equal), HIGHER or LOWER (wholly
+    beyond), INCONCLUSIVE (it crosses an edge), FEW (no interval)."""
+    low, high = ci
+    if not (finite(low) and finite(high)):
+        return labels.FEW
+    if band[0] <= low and high <= band[1]:
+        return labels.SAME
+    if low > band[1] or high < band[0]:
+        return labels.HIGHER if low > band[1] else labels.LOWER
+    return labels.INCONCLUSIVE
+
+
+def decide_factor(estimate: float, ci: tuple[float, float], band: tuple[float, float]) -> float:
+    """How many times its present sample (repeats, matched steps) a comparison whose 95% CI crosses
+    an edge of `band` needs for the CI to clear it, by the usual sample-size projection: a CI's
+    half-width shrinks as 1/sqrt(n), so if the point estimate holds, the CI clears an edge at
+    distance d from the estimate once its extent w towards that edge has shrunk to d:
+    n_needed ≈ n × (w / d)². The largest over the edges it crosses (1: it crosses none). A minimum:
+    at that size the CI just reaches the edge, and the estimate itself moves with new repeats.
+    NaN, "cannot be decided by more repeats", where there is no CI or the estimate sits on an
+    edge it crosses."""
+    low, high = ci
+    if not (finite(low) and finite(high) and finite(estimate)):
+        return math.nan
+    factor = 1.0
+    for edge in band:
+        if not low < edge < high:
+            continue
+        distance = abs(edge - estimate)
+        if distance <= 1e-12 * max(1.0, abs(edge)):
+            return math.nan
+        towards = high - estimate if edge > estimate else estimate - low
+        factor = max(factor, (towards / distance) ** 2)
+    return factor
+
+
+def ratio_band(tolerance: float) -> tuple[float, float]:
+    return (1 - tolerance, 1 + tolerance)
 
 
 def comparison_verdict(
@@ -156,31 +204,37 @@ def comparison_verdict(
     test: dict,
     alpha: float = 0.05,
     min_repeats: int = MIN_REPEATS,
+    estimate: float = math.nan,
 ) -> tuple[str, str]:
     """faster / slower / same / inconclusive, and why, from the ratio's CI (candidate ÷ reference).
 
     same: the whole CI within ±tolerance; faster/slower: the whole CI beyond it (and, where
-    both sides have runs and their sizes can reach `alpha`, the U test below `alpha`).
+    both sides have runs and their sizes can reach `alpha`, the U test below `alpha`); a CI that
+    crosses the band is inconclusive, with the repeats it would take to decide it on the sides
+    with runs (decide_factor from `estimate`, the ratio; the CI's middle when not given).
     """
     with_runs = [n for n in repeats if n > 1]
     if not with_runs:
-        return "inconclusive", "no repeats on either side (published statistics): the ratio has no confidence interval"
+        why = "no repeats on either side (published statistics): the ratio has no confidence interval"
+        return labels.INCONCLUSIVE, f"{why}, {labels.CANNOT_DECIDE}"
     if min(with_runs) < min_repeats:
         return (
-            "inconclusive",
+            labels.INCONCLUSIVE,
             f"too few repeats ({repeats[0]} and {repeats[1]}; {min_repeats} needed on a side with runs)",
         )
-    low, high = ci
-    if not (finite(low) and finite(high)):
-        return "inconclusive", "no confidence interval"
-    if 1 - tolerance <= low and high <= 1 + tolerance:
-        return "same", f"95% CI within ±{tolerance:.0%}"
-    if low > 1 + tolerance or high < 1 - tolerance:
-        direction = "faster" if low > 1 + tolerance else "slower"
-        if finite(test.get("p")) and test["min_p"] < alpha and test["p"] >= alpha:
-            return "inconclusive", f"CI beyond ±{tolerance:.0%} but Mann-Whitney p = {test['p']:.3g}"
-        return direction, f"95% CI beyond ±{tolerance:.0%}"
-    return "inconclusive", f"95% CI straddles the ±{tolerance:.0%} band: too noisy to tell"
+    band, position = ratio_band(tolerance), band_position(ci, ratio_band(tolerance))
+    if position == labels.FEW:
+        return labels.INCONCLUSIVE, f"no confidence interval: {labels.CANNOT_DECIDE}"
+    if position == labels.SAME:
+        return labels.SAME, f"95% CI within {labels.band(tolerance)}"
+    if position == labels.INCONCLUSIVE:
+        estimate = estimate if finite(estimate) else (ci[0] + ci[1]) / 2
+        factor = decide_factor(estimate, ci, band)
+        return labels.INCONCLUSIVE, labels.crosses(tolerance, tuple(with_runs), factor)
+    if finite(test.get("p")) and test["min_p"] < alpha and test["p"] >= alpha:
+        return labels.INCONCLUSIVE, f"CI beyond {labels.band(tolerance)} but Mann-Whitney p = {test['p']:.3g}"
+    direction = labels.FASTER if position == labels.HIGHER else labels.SLOWER
+    return direction, f"95% CI beyond {labels.band(tolerance)}"
 
 
 def quarter_means(values) -> tuple[float, float]:
@@ -196,18 +250,20 @@ def quarter_means(values) -> tuple[float, float]:
 # ---------------------------------------------------------------- how sure a comparison is
 
 
-def ratio_verdict(ci: tuple[float, float], repeats: tuple[int, int], noisy: bool = False) -> str:
+def ratio_verdict(
+    ci: tuple[float, float], repeats: tuple[int, int], noisy: bool = False, tolerance: float = SAME_TOLERANCE
+) -> str:
     """How sure `candidate ÷ reference` is, from its 95% CI (`ratio_ci`) and the repeat counts:
-    'few' (under MIN_REPEATS on a side, or no interval), 'overlap' (the CI holds 1: the two
-    cannot be told apart), 'noisy' (the CI excludes 1 but a cell is noisy), 'higher' or 'lower'."""
-    low, high = ci
-    if min(repeats) < MIN_REPEATS or not (finite(low) and finite(high)):
-        return "few"
-    if low <= 1 <= high:
-        return "overlap"
-    if noisy:
-        return "noisy"  # not a column: a verdict
-    return "higher" if low > 1 else "lower"
+    'few' (under MIN_REPEATS on a side, or no interval), 'same' (the whole CI within 1 ±
+    tolerance: the only verdict that calls the two equal), 'inconclusive' (the CI crosses an edge
+    of that band: decide_factor says how many repeats it would take to decide it), 'noisy' (the CI
+    wholly beyond the band but a cell is noisy), 'higher' or 'lower'."""
+    position = band_position(ci, ratio_band(tolerance))
+    if min(repeats) < MIN_REPEATS or position == labels.FEW:
+        return labels.FEW
+    if noisy and position in (labels.HIGHER, labels.LOWER):
+        return labels.NOISY
+    return position
 
 
 # ---------------------------------------------------------------- within-run stability

@@ -159,7 +159,11 @@ def convergence_lines(cells: pd.DataFrame) -> list[str]:
         return []
     judged = cells[cells[col.convergence].isin(losses.COMPARED)]
     slower = judged[judged[col.convergence] == losses.SLOWER]
-    lines = ["## Convergence across frameworks", "", f"{len(slower)} of {len(judged)} compared cells train slower.", ""]
+    undecided = (judged[col.convergence] == losses.INCONCLUSIVE).sum()
+    summary = f"{len(slower)} of {len(judged)} compared cells train slower" + (
+        f"; {undecided} inconclusive (the gap's 95% CI crosses the tolerance)." if undecided else "."
+    )
+    lines = ["## Convergence across frameworks", "", summary, ""]
     for _, c in judged.iterrows():
         where = f"{c[col.framework]} {c[col.model]} bs{c[col.batch]} {c[col.scale]} {c[col.strategy]} {c[col.data]}"
         lines.append(f"- {where}: " + c[col.convergence_reason])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench import labels
 from dlbench.analysis import stats, tables
 from dlbench.analysis.columns import col
 from dlbench.campaigns.campaign import PROTOCOL_KEYS, Campaign
@@ -38,6 +39,7 @@ COLUMNS = [
     "verdict",
     "why",
 ]
+VERDICTS = (labels.FASTER, labels.SLOWER, labels.SAME, labels.INCONCLUSIVE)
 
 
 @dataclass
@@ -55,7 +57,7 @@ class Comparison:
 
     @property
     def regressions(self) -> pd.DataFrame:
-        return self.cells[self.cells["verdict"] == "slower"]
+        return self.cells[self.cells["verdict"] == labels.SLOWER]
 
     def summary(self) -> dict:
         counts = self.cells["verdict"].value_counts().to_dict()
@@ -65,7 +67,7 @@ class Comparison:
             "tolerance": self.tolerance,
             "comparable": self.comparable,
             "differences": self.differences,
-            "verdicts": {v: int(counts.get(v, 0)) for v in ("faster", "slower", "same", "inconclusive")},
+            "verdicts": {v: int(counts.get(v, 0)) for v in VERDICTS},
             "matched_cells": len(self.cells),
             "unmatched_cells": self.unmatched,
             "regression": bool(len(self.regressions)),
@@ -139,7 +141,10 @@ def _repeats(campaign: Campaign, cells: dict[tuple, pd.Series]) -> dict[tuple, l
 
 
 def compare(
-    reference: Campaign, candidate: Campaign, tolerance: float = 0.05, min_repeats: int = stats.MIN_REPEATS
+    reference: Campaign,
+    candidate: Campaign,
+    tolerance: float = stats.SAME_TOLERANCE,
+    min_repeats: int = stats.MIN_REPEATS,
 ) -> Comparison:
     result = Comparison(reference.id, candidate.id, tolerance, differences(reference.manifest, candidate.manifest))
     a, b = _keyed(reference.cells), _keyed(candidate.cells)
@@ -165,12 +170,13 @@ def _cell_row(key, cell_a, cell_b, runs_a, runs_b, statistic, tolerance, min_rep
     ci = stats.ratio_ci(statistic, runs_a, runs_b)
     test = stats.mann_whitney(runs_a, runs_b)
     repeats = (len(runs_a), len(runs_b))
-    verdict, why = stats.comparison_verdict(ci, tolerance, repeats, test, min_repeats=min_repeats)
+    ratio = value_b / value_a
+    verdict, why = stats.comparison_verdict(ci, tolerance, repeats, test, min_repeats=min_repeats, estimate=ratio)
     return {
         **dict(zip(CELL_FIELDS, key, strict=True)),
         "reference": value_a,
         "candidate": value_b,
-        "ratio": value_b / value_a,
+        "ratio": ratio,
         col.ci95_low: ci[0],
         col.ci95_high: ci[1],
         "n_reference": repeats[0],
@@ -202,9 +208,12 @@ def text(result: Comparison) -> str:
         mark = "blocks" if d["blocking"] else "differs"
         lines.append(f"  {mark}: {d['field']}: {d['reference'] or '?'} → {d['candidate'] or '?'}")
     lines.append(", ".join(f"{n} {v}" for v, n in s["verdicts"].items()) + f"; {len(s['unmatched_cells'])} unmatched")
-    for _, c in result.cells[result.cells["verdict"].isin(["faster", "slower"])].iterrows():
+    decided = result.cells["verdict"].isin([labels.FASTER, labels.SLOWER])
+    crossing = (result.cells["verdict"] == labels.INCONCLUSIVE) & result.cells[col.ci95_low].map(stats.finite)
+    for _, c in result.cells[decided | crossing].iterrows():
         lines.append(
             f"  {c['verdict']}: {'/'.join(str(c[f]) for f in CELL_FIELDS)} ×{c['ratio']:.3f} "
             f"[{c[col.ci95_low]:.3f}, {c[col.ci95_high]:.3f}] p={c['p_value']:.3g}"
+            + (f": {c['why']}" if c["verdict"] == labels.INCONCLUSIVE else "")
         )
     return "\n".join(lines)

@@ -3,11 +3,14 @@ scaling (speedup, efficiency) and variants (real vs synthetic data, amp vs fp32)
 
 Every ratio carries its 95% bootstrap CI, computed from the repeats of the two cells it
 compares (runs.csv: `stats.ratio_ci`), and a claim is made only where the interval supports
-it (`stats.ratio_verdict`): otherwise the sentence says "cannot tell apart" or "uncertain"
-and why. See docs/report.md (Findings).
+it (`stats.ratio_verdict`): the two are "level" only when the whole interval lies within the
+tolerance band; an interval that crosses it is "inconclusive", with the repeats it would
+take to decide it; otherwise "uncertain" and why. See docs/report.md (Findings).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -46,29 +49,46 @@ def repeats_by_cell(runs: pd.DataFrame | None) -> dict[CellKey, np.ndarray]:
     }
 
 
-class Comparer:
-    """Ratios of cells with their interval and verdict, from the cells' repeats."""
+class Judged(NamedTuple):
+    """A ratio as a sentence's Number, and what it may claim (stats.ratio_verdict)."""
 
-    def __init__(self, repeats: dict[CellKey, np.ndarray], statistic: str, noisy_cv: float):
-        self.repeats, self.statistic, self.noisy_cv = repeats, statistic, noisy_cv
+    number: Number
+    verdict: str
+    counts: tuple[int, int]  # repeats of the two cells
+    tolerance: float
+    factor: float  # stats.decide_factor: × the repeats an inconclusive one would take to decide
+
+    def why(self, what: str) -> str:
+        return labels.uncertain(self.verdict, self.counts, what, self.tolerance, self.factor)
+
+
+class Comparer:
+    """Ratios of cells with their interval and verdict, from the cells' repeats; `tolerance`: the
+    band around 1 whose whole width a ratio's CI must lie in for the two to be level."""
+
+    def __init__(self, repeats: dict[CellKey, np.ndarray], statistic: str, noisy_cv: float, tolerance: float):
+        self.repeats, self.statistic, self.noisy_cv, self.tolerance = repeats, statistic, noisy_cv, tolerance
 
     def _values(self, row) -> np.ndarray:
         return self.repeats.get(cell_key(row), np.array([]))
 
-    def ratio(self, a, b, quantity: str = "ratio", scale: float = 1.0, spec: str = ".2f", suffix: str = "×"):
-        """(Number for a ÷ b × scale with its CI, verdict, repeat counts). `scale`: 1/devices
-        turns a speedup into a scaling efficiency."""
+    def ratio(self, a, b, quantity: str = "ratio", scale: float = 1.0, spec: str = ".2f", suffix: str = "×") -> Judged:
+        """a ÷ b × scale with its CI and verdict. `scale`: 1/devices turns a speedup into a
+        scaling efficiency (the verdict is the unscaled throughput ratio's)."""
         value = float(a[col.throughput]) / float(b[col.throughput]) * scale
         low, high = (x * scale for x in stats.ratio_ci(self.statistic, self._values(b), self._values(a)))
         counts = (len(self._values(a)), len(self._values(b)))
         noisy = any(stats.finite(r.get(col.cv)) and float(r[col.cv]) > self.noisy_cv for r in (a, b))
-        verdict = stats.ratio_verdict((low / scale, high / scale), counts, noisy)
+        ci = (low / scale, high / scale)
+        verdict = stats.ratio_verdict(ci, counts, noisy, self.tolerance)
+        factor = stats.decide_factor(value / scale, ci, stats.ratio_band(self.tolerance))
         text = f"{value:{spec}}{suffix}{labels.interval(low, high, spec)}"
-        return Number(value, text, quantity, (cell_key(a), cell_key(b)), low, high), verdict, counts
+        number = Number(value, text, quantity, (cell_key(a), cell_key(b)), low, high)
+        return Judged(number, verdict, counts, self.tolerance, factor)
 
 
-def _qualified(verdict: str, counts: tuple[int, int], what: str) -> str:
-    why = labels.uncertain(verdict, counts, what)
+def _qualified(judged: Judged, what: str) -> str:
+    why = judged.why(what)
     return f": {why}" if why else ""
 
 
@@ -94,9 +114,9 @@ def ranking(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
                     names[(upper[col.framework], upper[col.strategy])],
                     names[(lower[col.framework], lower[col.strategy])],
                 )
-                number, verdict, counts = compare.ratio(upper, lower)
-                parts += [f"; then {low} ", throughput(lower), f", {up} faster by ", number]
-                parts.append(_qualified(verdict, counts, f"{up} and {low}"))
+                judged = compare.ratio(upper, lower)
+                parts += [f"; then {low} ", throughput(lower), f", {up} faster by ", judged.number]
+                parts.append(_qualified(judged, f"{up} and {low}"))
             out.append(Finding("compare", model, (*parts, ".")))
     return out
 
@@ -110,23 +130,24 @@ def _baseline(cells: pd.DataFrame, row) -> pd.Series | None:
 
 
 def _one_scale(name: str, row, base, compare: Comparer) -> list[str | Number]:
-    speedup, verdict, counts = compare.ratio(row, base, col.speedup)
-    eff, _, _ = compare.ratio(row, base, col.efficiency, 1 / devices(row[col.scale]), suffix="")
-    parts = [f"{name} speedup at {row[col.scale]} is ", speedup, " over one device (scaling efficiency ", eff, ")"]
-    if verdict == "lower":
+    speedup = compare.ratio(row, base, col.speedup)
+    eff = compare.ratio(row, base, col.efficiency, 1 / devices(row[col.scale]), suffix="").number
+    parts = [f"{name} speedup at {row[col.scale]} is ", speedup.number, " over one device (scaling efficiency "]
+    parts += [eff, ")"]
+    if speedup.verdict == labels.LOWER:
         return [*parts, ": it is slower than on one device"]
-    return [*parts, _qualified(verdict, counts, f"{row[col.scale]} and one device")]
+    return [*parts, _qualified(speedup, f"{row[col.scale]} and one device")]
 
 
 def _two_scales(name: str, first, last, base, compare: Comparer) -> list[str | Number]:
-    a, _, _ = compare.ratio(first, base, col.efficiency, 1 / devices(first[col.scale]), suffix="")
-    b, _, _ = compare.ratio(last, base, col.efficiency, 1 / devices(last[col.scale]), suffix="")
-    speedup, _, _ = compare.ratio(last, base, col.speedup)
+    a = compare.ratio(first, base, col.efficiency, 1 / devices(first[col.scale]), suffix="").number
+    b = compare.ratio(last, base, col.efficiency, 1 / devices(last[col.scale]), suffix="").number
+    speedup = compare.ratio(last, base, col.speedup).number
     # The efficiencies' ratio: last ÷ first throughput, scaled by the device counts.
-    _, verdict, counts = compare.ratio(last, first, scale=devices(first[col.scale]) / devices(last[col.scale]))
+    efficiencies = compare.ratio(last, first, scale=devices(first[col.scale]) / devices(last[col.scale]))
     tail = [f"; speedup at {last[col.scale]}: ", speedup]
-    if verdict in ("higher", "lower"):
-        trend = "falls from" if verdict == "lower" else "rises from"
+    if efficiencies.verdict in (labels.HIGHER, labels.LOWER):
+        trend = "falls from" if efficiencies.verdict == labels.LOWER else "rises from"
         return [
             f"{name} scaling efficiency {trend} ",
             a,
@@ -135,7 +156,7 @@ def _two_scales(name: str, first, last, base, compare: Comparer) -> list[str | N
             f" ({last[col.scale]})",
             *tail,
         ]
-    why = labels.uncertain(verdict, counts, f"the efficiencies at {first[col.scale]} and {last[col.scale]}")
+    why = efficiencies.why(f"the efficiencies at {first[col.scale]} and {last[col.scale]}")
     return [
         f"{name} scaling efficiency is ",
         a,
@@ -184,7 +205,7 @@ def variants(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
             if twin.empty or not _at_ends(measured, row, column, variant, baseline, others):
                 continue
             base = twin.iloc[0]
-            number, verdict, counts = compare.ratio(row, base)
+            judged = compare.ratio(row, base)
             what = f"{variant} and {baseline}" if column == col.precision else f"{variant} and {baseline} data"
             out.append(
                 Finding(
@@ -194,12 +215,12 @@ def variants(cells: pd.DataFrame, compare: Comparer) -> list[Finding]:
                         f"{opening}, {labels.framework_of(row)}'s {model_title(row[col.model])} throughput "
                         f"at {row[col.scale]} "
                         f"(batch {row[col.batch]}/device) is ",
-                        number,
+                        judged.number,
                         f" {of_what} (",
                         throughput(row),
                         " vs ",
                         throughput(base),
-                        f" {unit(row[col.model])}){_qualified(verdict, counts, what)}.",
+                        f" {unit(row[col.model])}){_qualified(judged, what)}.",
                     ),
                 )
             )
@@ -216,8 +237,11 @@ def _at_ends(measured, row, column, variant, baseline, others) -> bool:
     return row[col.scale] in (ordered[0], ordered[-1]) if ordered else False
 
 
-def comparing(cells: pd.DataFrame, runs: pd.DataFrame | None, noisy_cv: float) -> list[Finding]:
-    """Every comparing finding: rankings, scaling, variants."""
+def comparing(
+    cells: pd.DataFrame, runs: pd.DataFrame | None, noisy_cv: float, tolerance: float = stats.SAME_TOLERANCE
+) -> list[Finding]:
+    """Every comparing finding: rankings, scaling, variants; two cells are level only when their
+    ratio's whole 95% CI lies within 1 ± `tolerance`."""
     statistic = str(cells[col.statistic].dropna().iloc[0]) if cells[col.statistic].notna().any() else col.mean
-    compare = Comparer(repeats_by_cell(runs), statistic, noisy_cv)
+    compare = Comparer(repeats_by_cell(runs), statistic, noisy_cv, tolerance)
     return [*ranking(cells, compare), *scaling(cells, compare), *variants(cells, compare)]

@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis import stats
 from dlbench.analysis.columns import col
 from dlbench.analysis.stats import finite
 from dlbench.findings.comparisons import comparing
@@ -103,16 +104,17 @@ def status(cells: pd.DataFrame) -> list[Finding]:
 
 
 def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> list[Finding]:
-    """Per kind (published, baseline): how many comparisons fall within the tolerance, are
-    slower or faster, and the furthest one. From references.csv (dlbench.analysis.references): one
-    row per measured cell and reference it matched, with `measured`, `reference`, `ratio`."""
+    """Per kind (published, baseline): how many comparisons are within the tolerance (the ratio's
+    whole 95% CI inside it), inconclusive, slower or faster, and the furthest one. From
+    references.csv (dlbench.analysis.references): one row per measured cell and reference it
+    matched, with `measured`, `reference`, `ratio` and `verdict`."""
     if references is None or references.empty:
         return []
     out = []
     refs = references[references["ratio"].map(finite)]
     for kind, rows in refs.groupby("kind", sort=True):
         tally = []
-        for verdict in ("within", "slower", "faster"):
+        for verdict in (labels.WITHIN, labels.INCONCLUSIVE, labels.SLOWER, labels.FASTER):
             chosen = rows[rows["verdict"] == verdict]
             if not chosen.empty:
                 tally.append([count(len(chosen), [cell_key(r) for _, r in chosen.iterrows()]), f" {verdict}"])
@@ -135,10 +137,16 @@ def reference_verdicts(references: pd.DataFrame | None, tolerance: float) -> lis
     return out
 
 
-def findings(cells: pd.DataFrame, noisy_cv: float = 0.1, runs: pd.DataFrame | None = None) -> list[Finding]:
+def findings(
+    cells: pd.DataFrame,
+    noisy_cv: float = 0.1,
+    runs: pd.DataFrame | None = None,
+    tolerance: float = stats.SAME_TOLERANCE,
+) -> list[Finding]:
     """Every finding: the whole grid's first, then per model the comparing ones (rankings,
     scaling, variants), whose intervals come from the cells' repeats in `runs` (runs.csv;
-    without it every comparison says it is uncertain)."""
+    without it every comparison says it is uncertain); two cells are level only when their
+    ratio's whole 95% CI lies within 1 ± `tolerance`."""
     if cells.empty:
         return []
-    return [*status(cells), *noise(cells, noisy_cv), *comparing(cells, runs, noisy_cv)]
+    return [*status(cells), *noise(cells, noisy_cv), *comparing(cells, runs, noisy_cv, tolerance)]

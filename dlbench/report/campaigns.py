@@ -64,7 +64,7 @@ def _matches(published: Campaign, measured: Campaign, tolerance: float) -> dict:
             "measured": f"{r['candidate']:.1f}",
             "ratio": f"{r['ratio']:.2f}×"
             + (f" [{r[col.ci95_low]:.2f}, {r[col.ci95_high]:.2f}]" if finite(r[col.ci95_low]) else ""),
-            "verdict": r["verdict"],
+            "verdict": r["verdict"] + (f": {r['why']}" if r["verdict"] == labels.INCONCLUSIVE else ""),
         }
         for _, r in result.cells.iterrows()
     ]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis import stats
 from dlbench.analysis.columns import col
-from dlbench.analysis.drift import drift_table, in_run_order
+from dlbench.analysis.drift import DRIFT_CHANGE, drift_table, in_run_order
 from dlbench.analysis.placement import placement_table
 from dlbench.analysis.stats import finite
 from dlbench.findings.checks import run_name
@@ -59,6 +60,21 @@ def stability_part(runs: pd.DataFrame) -> dict:
     }
 
 
+def drift_verdict(row) -> str:
+    """DRIFT (a whole CI beyond the band); "no drift" only when both changes' whole CIs lie within
+    ±DRIFT_CHANGE; otherwise inconclusive, with the runs it would take to decide it."""
+    if row["drift"] not in labels.DRIFT_TEXT:
+        return "too few runs"
+    band = (-DRIFT_CHANGE, DRIFT_CHANGE)
+    trends = [(row[f"{p}_change"], (row[f"{p}_change_low"], row[f"{p}_change_high"])) for p in ("order", "time")]
+    crossing = [t for t in trends if stats.band_position(t[1], band) != labels.SAME]
+    if row["drift"] == "drift" or not crossing:
+        return labels.DRIFT_TEXT[row["drift"]]
+    factors = [stats.decide_factor(change, ci, band) for change, ci in crossing]
+    factor = max(factors) if all(finite(f) for f in factors) else float("nan")
+    return f"{labels.INCONCLUSIVE}: {labels.crosses(DRIFT_CHANGE, (int(row['runs']),), factor, unit='runs')}"
+
+
 def drift_part(runs: pd.DataFrame) -> dict:
     table = drift_table(runs)
     rows = [
@@ -67,7 +83,7 @@ def drift_part(runs: pd.DataFrame) -> dict:
             "runs": int(r["runs"]),
             "order": _percent(r, "order"),
             "time": _percent(r, "time"),
-            "verdict": {"drift": "DRIFT", "none": "no drift"}.get(r["drift"], "too few runs"),
+            "verdict": drift_verdict(r),
         }
         for _, r in table.iterrows()
     ]
@@ -83,7 +99,7 @@ def placement_part(runs: pd.DataFrame) -> list[dict]:
             "cell": f"{labels.framework_of(r)} {labels.model_title(r[col.model])} at {r[col.scale]} "
             f"({labels.setup(r[col.batch], r[col.precision], r[col.data])})",
             "node_sets": r["node_sets"],
-            "verdict": labels.PLACEMENT_TEXT.get(r["placement"], "same speed on each"),
+            "verdict": labels.PLACEMENT_TEXT.get(r["placement"], labels.NOT_SPLIT),
         }
         for _, r in placement_table(runs).iterrows()
     ]

@@ -7,7 +7,7 @@ import pandas as pd
 from dlbench import labels, llm
 from dlbench.analysis.aggregate import real_data_pairs
 from dlbench.analysis.columns import col
-from dlbench.analysis.losses import COMPARED, SLOWER
+from dlbench.analysis.losses import COMPARED, INCONCLUSIVE, SLOWER
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
 from dlbench.findings import vocabulary as fnd
@@ -218,6 +218,7 @@ def convergence_rows(cells: pd.DataFrame) -> list[dict]:
             col.scale: labels.scale_and_strategy(c[col.scale], c[col.strategy]),
             "setup": labels.setup(c[col.batch], c[col.precision], c[col.data]),
             "slower": c[col.convergence] == SLOWER,
+            "inconclusive": c[col.convergence] == INCONCLUSIVE,
             col.reason: labels.text(c[col.convergence_reason]),
         }
         for _, c in judged.sort_values([col.data, col.batch, col.devices, col.framework, col.strategy]).iterrows()
@@ -292,8 +293,10 @@ def _reference_row(r: pd.Series) -> dict:
         ),
         "reference": _number(r.get("reference"), ".1f"),
         "measured": _number(r.get("measured"), ".1f"),
-        "ratio": _number(r.get("ratio"), ".2f", "×"),
+        "ratio": _number(r.get("ratio"), ".2f", "×")
+        + labels.interval(r.get("ratio_low", float("nan")), r.get("ratio_high", float("nan"))),
         "verdict": labels.text(r.get("verdict")),
+        "why": labels.text(r.get("why")),
     }
 
 
