@@ -73,18 +73,6 @@ def lr_at(step: int) -> float:
     return ADAMW_LR * min(1.0, (step + 1) / WARMUP_STEPS)
 
 
-def optimizer_settings() -> dict:
-    """What the step-log header records of an LLM's optimizer."""
-    return {
-        "name": "adamw",
-        "learning_rate": ADAMW_LR,
-        "betas": list(ADAMW_BETAS),
-        "epsilon": ADAMW_EPSILON,
-        "weight_decay": ADAMW_WEIGHT_DECAY,
-        "rule": f"linear warm-up from {ADAMW_LR:g} / {WARMUP_STEPS} to {ADAMW_LR:g} over {WARMUP_STEPS} steps",
-    }
-
-
 def block_parameters(s: LlamaShape) -> int:
     """One decoder block: q, k, v, o projections (no biases), gate/up/down, two RMSNorms."""
     kv = s.kv_heads * s.head_dim

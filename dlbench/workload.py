@@ -4,8 +4,6 @@ environments); docs/frameworks/ says how each framework uses them."""
 
 import os
 
-from dlbench.models import CATALOGUE
-
 # BERT-base (Devlin et al. 2018; google-research/bert's bert_config.json for
 # uncased_L-12_H-768_A-12), in Google's and Hugging Face's key names.
 # max_predictions_per_seq_fraction: the share of a sequence's tokens that are masked-LM
@@ -35,13 +33,13 @@ MLM_WEIGHT_EPSILON = 1e-5
 # CNNs: SGD with momentum, its learning rate scaled linearly with the global batch (Goyal
 # et al. 2017, "Accurate, Large Minibatch SGD"), from 0.05 per 256 samples: half their 0.1,
 # the largest rate whose real-data loss fell in every run at the default's batch 8
-# (docs/sanity.md has the measurements); BERT: Adam. ADAM_EPSILON is Google's BERT optimiser's
-# (the TensorFlow and MXNet runners use it; the PyTorch runner keeps torch's default, 1e-8).
+# (docs/sanity.md has the measurements); BERT: Adam, every runner at Google's BERT optimiser's
+# epsilon. The step-log header records what each framework's optimizer holds
+# (dlbench.runners._hyperparameters), read back once it is built.
 SGD_LR_PER_256 = 0.05
 SGD_MOMENTUM = 0.9
 ADAM_LR = 1e-4
 ADAM_EPSILON = 1e-6
-SGD_LR_RULE = f"{SGD_LR_PER_256} x global batch / 256"
 # A factor on the CNNs' SGD learning rate, for tests that plant a diverging run (e.g. 1e5).
 LR_SCALE_ENV = "DLBENCH_LR_SCALE"
 
@@ -66,15 +64,3 @@ def lr_scale() -> float:
 def sgd_lr(spec) -> float:
     """The CNNs' SGD learning rate for a run (`spec`: a RunSpec): 0.05 × global batch / 256."""
     return SGD_LR_PER_256 * spec.batch * spec.coords.devices / 256 * lr_scale()
-
-
-def optimizer_settings(spec) -> dict:
-    """What the step-log header records of the run's optimizer (the runners use the same numbers)."""
-    kind = CATALOGUE.get(spec.coords.model, {}).get("kind")
-    if kind == "llm":
-        from dlbench import llm
-
-        return llm.optimizer_settings()
-    if kind == "text":
-        return {"name": "adam", "learning_rate": ADAM_LR, "epsilon": ADAM_EPSILON}
-    return {"name": "sgd", "learning_rate": sgd_lr(spec), "momentum": SGD_MOMENTUM, "rule": SGD_LR_RULE}

@@ -23,7 +23,6 @@ from dlbench.protocol import RunProtocol
 from dlbench.runners import capabilities, framework_module
 from dlbench.runners.base import RunSpec
 from dlbench.steplog import Header, StepLogWriteError, StepLogWriter
-from dlbench.workload import optimizer_settings
 
 # run_rank's answer when the step log could not be written: the rank's exit code is 1.
 LOG_NOT_WRITTEN = "log not written"
@@ -296,8 +295,10 @@ def _local_device_indices(spec: RunSpec) -> list[int]:
 
 def _header(spec: RunSpec, protocol: RunProtocol, runner, start_time: str, provenance: dict | None) -> Header:
     try:
-        described = {"optimizer": optimizer_settings(spec), **(runner.describe() if runner is not None else {})}
-    except Exception as exc:  # describe() after a failed build may itself fail
+        # The runner's facts, its training hyperparameters (framework.optimizer) among them,
+        # read back from the framework's objects: a failed build may have none to read.
+        described = runner.describe() if runner is not None else {}
+    except Exception as exc:
         described = {"describe_error": str(exc)}
     return Header(
         run=spec.coords.as_dict(),

@@ -304,7 +304,7 @@ def test_jax_mesh_strategies_shard_each_parameter_by_its_role():
         "for name, local in (('mesh_fsdp', 4), ('mesh_fsdp_tp', 2)):\n"
         "    st = strategies.STRATEGIES(name)(SimpleNamespace(local_devices=local), jax.devices())\n"
         "    (p, opt), _ = llm.initial_state(llm.Llama('llama_small'), 8, 0, st, llm.optimizer())\n"
-        "    b = p['block0']; adam = opt[0]\n"
+        "    b = p['block0']; adam = opt.inner_state[0]\n"
         "    leaves = (b['q']['kernel'], b['down']['kernel'], p['embed']['embedding'], b['ffn_norm']['weight'],\n"
         "              adam.mu['block0']['down']['kernel'], adam.count)\n"
         "    out[name] = [[str(a) for a in x.sharding.spec] for x in leaves]\n"

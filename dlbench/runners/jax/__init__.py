@@ -191,6 +191,8 @@ class Runner(BaseRunner):
             "processes": self.jax.process_count(),
             "threads": len(os.sched_getaffinity(0)),
             "trainable_params": self.params,
+            "optimizer": self.workload.training_record(self.state),
+            "seed": self.spec.seed,  # what the workload's jax.random.key gets (JAX has no global seed)
             "memory_format": self.workload.memory_format,
             "compute_dtype": self.jax.numpy.dtype(self.dtype).name,
             "implementation": "Flax linen model, jax.jit train step with the state donated, "

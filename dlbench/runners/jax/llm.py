@@ -17,6 +17,9 @@ from jax.ad_checkpoint import checkpoint_name
 
 from dlbench import llm
 from dlbench.runners.base import training_options
+from dlbench.runners.jax import train
+
+OPTIMIZER = "adamw"
 
 
 class RMSNorm(nn.Module):
@@ -117,12 +120,23 @@ def rope_tables(model: str, seq_len: int):
     return np.cos(angles), np.sin(angles)
 
 
-def optimizer():
-    """AdamW with the linear warm-up of dlbench.llm: lr peak × (count + 1) / WARMUP_STEPS."""
-    warmup = llm.WARMUP_STEPS
-    schedule = optax.linear_schedule(llm.ADAMW_LR / warmup, llm.ADAMW_LR, warmup - 1)
+def warmup():
+    """The linear warm-up of dlbench.llm: lr peak × (count + 1) / WARMUP_STEPS, then the peak."""
+    steps = llm.WARMUP_STEPS
+    return optax.linear_schedule(llm.ADAMW_LR / steps, llm.ADAMW_LR, steps - 1)
+
+
+def optimizer(schedule=None):
+    """AdamW on `schedule` (None: the warm-up), its settings in its state (train.injected)."""
     b1, b2 = llm.ADAMW_BETAS
-    return optax.adamw(schedule, b1=b1, b2=b2, eps=llm.ADAMW_EPSILON, weight_decay=llm.ADAMW_WEIGHT_DECAY)
+    return train.injected(
+        OPTIMIZER,
+        learning_rate=warmup() if schedule is None else schedule,
+        b1=b1,
+        b2=b2,
+        eps=llm.ADAMW_EPSILON,
+        weight_decay=llm.ADAMW_WEIGHT_DECAY,
+    )
 
 
 def head_first(params):

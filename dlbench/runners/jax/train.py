@@ -1,9 +1,10 @@
 """The JAX training state and step: one `jax.jit` executable per step with the state donated
-(updated in place), optax SGD with momentum, softmax cross-entropy. Imports JAX: only
-`Runner.build` imports this module."""
+(updated in place), optax SGD with momentum, softmax cross-entropy; what the header records
+of the optimizer. Imports JAX: only `Runner.build` imports this module."""
 
 from __future__ import annotations
 
+import inspect
 import time
 
 import jax
@@ -11,13 +12,46 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dlbench.runners._hyperparameters import linear_schedule, optimizer_record
 from dlbench.workload import SGD_MOMENTUM
+
+OPTIMIZER = "sgd"  # the CNNs' optax optimizer (with momentum)
+
+
+def injected(name: str, **settings):
+    """optax's optimizer `name` ("sgd", "adamw") with its numeric settings and schedules held in
+    its state (optax.inject_hyperparams), where `training_record` reads them back."""
+    return optax.inject_hyperparams(getattr(optax, name))(**settings)
+
+
+def training_record(name: str, state, schedule=None) -> dict:
+    """The header's framework.optimizer (dlbench.runners._hyperparameters): the settings in the
+    injected optimizer's state (`name`'s; optax keeps its flags, such as nesterov, out of the
+    state and at its defaults here), the rate the live `schedule` ends at in place of the
+    state's current rate, and the schedule."""
+    hyperparams = optax.tree_utils.tree_get(state, "hyperparams")
+    # A replicated scalar: its local copy (a multi-process array is not fully addressable).
+    settings = {key: np.asarray(value.addressable_data(0)) for key, value in hyperparams.items()}
+    rates = "constant"
+    if schedule is not None:
+        rates = schedule_record(schedule)
+        settings["learning_rate"] = rates.get("end_learning_rate", settings["learning_rate"])
+    return optimizer_record(name, settings, rates)
+
+
+def schedule_record(schedule) -> dict:
+    """An optax polynomial schedule (linear_schedule: power 1), read from its function's closure,
+    as the shared linear record; another schedule as its name and closure's numbers."""
+    values = inspect.getclosurevars(schedule).nonlocals
+    if values.get("power") == 1 and values.get("transition_begin") == 0:
+        return linear_schedule(values["init_value"], values["end_value"], values["transition_steps"])
+    return {"name": schedule.__qualname__, **{k: v for k, v in values.items() if isinstance(v, (int, float))}}
 
 
 def initial_state(model, size: int, seed: int, sharding, learning_rate: float):
     """(params, batch_stats, opt_state, step) computed on the devices of `sharding` (every
     process computes the same values: no host copy), and the optimizer."""
-    optimizer = optax.sgd(learning_rate, momentum=SGD_MOMENTUM)
+    optimizer = injected(OPTIMIZER, learning_rate=learning_rate, momentum=SGD_MOMENTUM)
 
     def init():
         keys = {"params": jax.random.key(seed), "dropout": jax.random.key(seed + 1)}

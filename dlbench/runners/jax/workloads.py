@@ -75,6 +75,12 @@ class ImageClassification(JaxWorkload):
         step = train.train_step(model, optimizer, spec.seed, replicated)
         return (state, inputs, *train.compile_step(step, state, *inputs))
 
+    def training_record(self, state) -> dict:
+        """The header's framework.optimizer, read from the optimizer state in `state`."""
+        from dlbench.runners.jax import train
+
+        return train.training_record(train.OPTIMIZER, state)
+
 
 @WORKLOADS.registers
 class CausalLM(JaxWorkload):
@@ -96,7 +102,8 @@ class CausalLM(JaxWorkload):
         module = llm.Llama(spec.coords.model, dtype, checkpointing)
         self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, devices)
         data = self.strategy.data
-        optim = llm.optimizer()
+        self.schedule = llm.warmup()
+        optim = llm.optimizer(self.schedule)
         state, shardings = llm.initial_state(module, spec.seq_len, spec.seed, self.strategy, optim)
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(state[0]))
         if spec.coords.data == "real":
@@ -107,6 +114,12 @@ class CausalLM(JaxWorkload):
             inputs = (jax.make_array_from_process_local_data(data, tokens),)
         step = llm.train_step(module, optim, shardings, self.strategy, micro_batches)
         return (state, inputs, *train.compile_step(step, state, *inputs))
+
+    def training_record(self, state) -> dict:
+        """The header's framework.optimizer, read from the optimizer state in `state` and the schedule."""
+        from dlbench.runners.jax import llm, train
+
+        return train.training_record(llm.OPTIMIZER, state, self.schedule)
 
     def describe(self) -> dict:
         checkpointing, micro_batches = training_options(self.spec.coords)

@@ -10,6 +10,7 @@ import os
 import sys
 
 from dlbench.runners import _cuda_wheels, _horovod
+from dlbench.runners._hyperparameters import loss_scaling_record, optimizer_record
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.mxnet import strategies
 from dlbench.runners.mxnet.workloads import WORKLOADS
@@ -31,6 +32,9 @@ CUDA_LIBRARIES = (
 )
 # How a step's end is waited for (docs/frameworks/mxnet.md): every engine op, or the last loss only.
 SYNC_MODES = ("waitall", "loss")
+# An mx.optimizer.Optimizer's scalar attributes that are not settings: its update counters,
+# rescale_grad, which the Trainer sets to 1 / batch at every step, and lr_scheduler (the schedule).
+_NOT_SETTINGS = {"num_update", "begin_num_update", "rescale_grad", "lr_scheduler"}
 
 CAPABILITIES = Capabilities(
     label="MXNet",
@@ -219,6 +223,8 @@ class Runner(BaseRunner):
             "threads": int(os.environ["OMP_NUM_THREADS"]),
             "engine_worker_threads": int(os.environ["MXNET_CPU_WORKER_NTHREADS"]),
             "trainable_params": self.params,
+            "optimizer": training_record(self.trainer),
+            "seed": self.spec.seed,  # what build gave mx.random.seed (MXNet has no getter)
             "amp_dtype": self.amp_dtype,
             **self.workload.describe(),
             "sync": self.sync_mode,
@@ -231,3 +237,30 @@ class Runner(BaseRunner):
     def close(self) -> None:
         if getattr(self, "strategy", None) is not None:
             self.strategy.close(self)
+
+
+def training_record(trainer) -> dict:
+    """The header's framework.optimizer (dlbench.runners._hyperparameters) from the Trainer's
+    optimizer object (the one a dist_sync kvstore's servers run too): its scalar attributes,
+    its lr_scheduler, and AMP's dynamic loss scaler where amp.init_trainer gave it one."""
+    optimizer = trainer._optimizer
+    settings = {
+        key: value
+        for key, value in vars(optimizer).items()
+        if key not in _NOT_SETTINGS and (value is None or isinstance(value, (bool, int, float, str)))
+    }
+    scheduler = optimizer.lr_scheduler
+    schedule = "constant"
+    if scheduler is not None:
+        schedule = {"name": type(scheduler).__name__, **{k: v for k, v in vars(scheduler).items() if k[0] != "_"}}
+    scaler = getattr(trainer, "_amp_loss_scaler", None)
+    scaling = None
+    if scaler is not None:
+        scaling = loss_scaling_record(
+            "mxnet.contrib.amp LossScaler",
+            dynamic=True,
+            scale=scaler.loss_scale,
+            growth_interval=scaler._scale_seq_len,
+            max_scale=scaler._max_loss_scale,
+        )
+    return optimizer_record(type(optimizer).__name__, settings, schedule, scaling)

@@ -8,6 +8,7 @@ import numpy as np
 import paddle
 
 from dlbench.models import IMAGE_CLASSES
+from dlbench.runners._hyperparameters import loss_scaling_record, optimizer_record
 from dlbench.runners.paddle.reasons import AMP_CPU_REASON
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
@@ -92,8 +93,41 @@ class Trainer:
     def describe(self) -> dict:
         name = type(self.optimizer).__name__
         return {
+            "optimizer": training_record(self.optimizer, self.scaler),
+            "seed": paddle.framework.core.default_cpu_generator().initial_seed(),  # paddle.seed's
             "execution": "paddle.jit.to_static (full graph)" if self.to_static else "dynamic graph",
             "compute_dtype": "float16" if self.amp else "float32",
             "implementation": f"paddle.nn model, paddle.optimizer.{name}, "
             + ("paddle.amp O1 autocast + GradScaler" if self.amp else "fp32"),
         }
+
+
+def training_record(optimizer, scaler) -> dict:
+    """The header's framework.optimizer (dlbench.runners._hyperparameters) from the optimizer
+    object: its hyperparameters (`_default_dict`, Paddle's own table of them), learning rate,
+    weight decay (Momentum's regularization_coeff or the L2Decay Adam holds) and flags, its
+    LRScheduler, and the GradScaler's dynamic loss scaling."""
+    settings = dict(optimizer._default_dict)
+    decay = optimizer.regularization
+    coefficient = settings.pop("regularization_coeff", None)
+    settings["weight_decay"] = coefficient if coefficient is not None else getattr(decay, "_coeff", 0.0)
+    settings.update(learning_rate=optimizer.get_lr(), multi_precision=optimizer._multi_precision)
+    settings["grad_clip"] = None if optimizer._grad_clip is None else str(optimizer._grad_clip)
+    if hasattr(optimizer, "_amsgrad"):
+        settings["amsgrad"] = optimizer._amsgrad
+    rate = optimizer._learning_rate
+    schedule = "constant"
+    if not isinstance(rate, (int, float)):  # a paddle.optimizer.lr.LRScheduler
+        schedule = {"name": type(rate).__name__, **{k: v for k, v in vars(rate).items() if k[0] != "_"}}
+    scaling = None
+    if scaler is not None and scaler.is_enable():
+        scaling = loss_scaling_record(
+            "paddle.amp.GradScaler",
+            dynamic=scaler.is_use_dynamic_loss_scaling(),
+            scale=scaler.get_init_loss_scaling() if scaler._scale is None else scaler._scale,
+            growth_interval=scaler.get_incr_every_n_steps(),
+            growth_factor=scaler.get_incr_ratio(),
+            backoff_factor=scaler.get_decr_ratio(),
+            backoff_interval=scaler.get_decr_every_n_nan_or_inf(),
+        )
+    return optimizer_record(type(optimizer).__name__, settings, schedule, scaling)

@@ -6,6 +6,7 @@ path, the input pipelines and the strategies. Importing this package does not im
 from __future__ import annotations
 
 from dlbench.runners import _horovod, training_option_unavailable
+from dlbench.runners._hyperparameters import linear_schedule, loss_scaling_record, optimizer_record
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import address_space_capped, training_options
 from dlbench.runners.plugin import Capabilities, Option, Strategy
@@ -221,6 +222,8 @@ class Runner(BaseRunner):
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
+            "optimizer": training_record(self.optimizer, self.schedule, self.scaler),
+            "seed": torch.initial_seed(),
             **self.workload.describe(),
             "compute_dtype": str(compute_dtype).removeprefix("torch."),
             "torch_compile": self._compiled(),
@@ -243,3 +246,36 @@ class Runner(BaseRunner):
     def close(self) -> None:
         if getattr(self, "strategy", None) is not None:
             self.strategy.close()
+
+
+def training_record(optimizer, schedule, scaler) -> dict:
+    """The header's framework.optimizer (dlbench.runners._hyperparameters), read from the
+    optimizer's first parameter group (the workloads give every group the same settings),
+    its learning-rate scheduler and its GradScaler."""
+    settings = {key: value for key, value in optimizer.param_groups[0].items() if key not in ("params", "initial_lr")}
+    rates = schedule_record(schedule)
+    if isinstance(rates, dict) and "end_learning_rate" in rates:
+        settings["lr"] = rates["end_learning_rate"]
+    scaling = None
+    if scaler is not None and scaler.is_enabled():
+        scaling = loss_scaling_record(
+            "torch.amp.GradScaler",
+            dynamic=True,
+            scale=scaler.get_scale(),
+            growth_interval=scaler.get_growth_interval(),
+            growth_factor=scaler.get_growth_factor(),
+            backoff_factor=scaler.get_backoff_factor(),
+        )
+    return optimizer_record(type(optimizer).__name__, settings, rates, scaling)
+
+
+def schedule_record(schedule):
+    """The learning-rate schedule's record: "constant" without a scheduler, LinearLR as the
+    shared linear record, any other scheduler as its class and its state_dict's settings."""
+    if schedule is None:
+        return "constant"
+    if type(schedule).__name__ == "LinearLR":
+        base = schedule.base_lrs[0]
+        return linear_schedule(base * schedule.start_factor, base * schedule.end_factor, schedule.total_iters)
+    settings = {k: v for k, v in schedule.state_dict().items() if not k.startswith("_") and k != "last_epoch"}
+    return {"name": type(schedule).__name__, **settings}

@@ -176,9 +176,10 @@ def tokens(spec, generator, shard=(0, 1, 1)):
 
 
 def optimizer(params, compiled: bool):
-    """AdamW and its warm-up schedule (dlbench.llm). Under torch.compile the learning rate is a
-    tensor (foreach then needs `capturable`), so that the scheduler's changes do not recompile
-    the compiled step (one graph, measured)."""
+    """AdamW and its warm-up schedule (dlbench.llm): LinearLR from peak / WARMUP_STEPS at the
+    first update to the peak at update WARMUP_STEPS - 1, llm.lr_at's rates. Under torch.compile
+    the learning rate is a tensor (foreach then needs `capturable`), so that the scheduler's
+    changes do not recompile the compiled step (one graph, measured)."""
     adamw = torch.optim.AdamW(
         params,
         lr=torch.tensor(llm.ADAMW_LR) if compiled else llm.ADAMW_LR,
@@ -188,5 +189,6 @@ def optimizer(params, compiled: bool):
         weight_decay=llm.ADAMW_WEIGHT_DECAY,
         foreach=True,
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(adamw, lambda step: llm.lr_at(step) / llm.ADAMW_LR)
+    warmup = llm.WARMUP_STEPS
+    schedule = torch.optim.lr_scheduler.LinearLR(adamw, start_factor=1 / warmup, total_iters=warmup - 1)
     return adamw, schedule

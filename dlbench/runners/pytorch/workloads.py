@@ -11,7 +11,7 @@ from dlbench.llm import SHAPES as LLM_SHAPES
 from dlbench.runners.base import Workload, Workloads, training_options
 from dlbench.runners.pytorch import models as nets
 from dlbench.runners.pytorch import pipeline
-from dlbench.workload import ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
+from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 WORKLOADS = Workloads("pytorch")
 
@@ -120,7 +120,7 @@ class BertPretraining(TorchWorkload):
         return nets.bert_for_pretraining().to(self.device)
 
     def optimizer(self, params, compiled: bool):
-        return self.torch.optim.Adam(params, lr=ADAM_LR, foreach=True), None
+        return self.torch.optim.Adam(params, lr=ADAM_LR, eps=ADAM_EPSILON, foreach=True), None
 
     def inputs(self, generator, strategy, real: bool):
         if real:

@@ -242,6 +242,10 @@ class Runner(BaseRunner):
         return "ResourceExhaustedError" in type(exc).__name__ or "RESOURCE_EXHAUSTED" in text or "OOM when" in text
 
     def describe(self) -> dict:
+        from tensorflow.python.eager import context
+
+        from dlbench.runners.tensorflow.optim import training_record
+
         tf = self.tf
         build = dict(tf.sysconfig.get_build_info())
         info = {
@@ -252,6 +256,8 @@ class Runner(BaseRunner):
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
             "trainable_params": self.params,
+            "optimizer": training_record(self.optimizer),
+            "seed": context.global_seed(),  # the global seed keras.utils.set_random_seed set
             "xla": bool(self.spec.compile),
             "precision_policy": self.policy,
             "memory_format": "channels_last",

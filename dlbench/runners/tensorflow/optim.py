@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from dlbench.runners._hyperparameters import loss_scaling_record, optimizer_record
+
 INITIAL_LOSS_SCALE = 2.0**15
 LOSS_SCALE_GROWTH_STEPS = 2000
+LOSS_SCALE_GROWTH_FACTOR = 2.0
 
 
 class MomentumSGD:
@@ -37,6 +40,22 @@ class MomentumSGD:
         # With several parameter servers a slot must live on its variable's server (one op updates both).
         with tf.distribute.get_strategy().extended.colocate_vars_with(var):
             return tf.Variable(tf.zeros(var.shape, var.dtype), trainable=False, name="momentum")
+
+    def get_config(self) -> dict:
+        """Its settings under keras.optimizers.SGD's names: what each update applies."""
+        return {"learning_rate": self.learning_rate, "momentum": self.momentum, "nesterov": False}
+
+    def loss_scaling_record(self) -> dict | None:
+        if not self.loss_scaling:
+            return None
+        return loss_scaling_record(
+            "dynamic (Keras LossScaleOptimizer's rule)",
+            dynamic=True,
+            scale=float(self.scale.numpy()),
+            growth_interval=LOSS_SCALE_GROWTH_STEPS,
+            growth_factor=LOSS_SCALE_GROWTH_FACTOR,
+            backoff_factor=1 / LOSS_SCALE_GROWTH_FACTOR,
+        )
 
     @property
     def variables(self) -> list:
@@ -91,6 +110,30 @@ class MomentumSGD:
     def _adjust_scale(self, finite) -> None:
         """Halve the scale on overflow; double it after LOSS_SCALE_GROWTH_STEPS finite steps."""
         grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_STEPS)
-        scale = tf.where(grow, self.scale * 2.0, tf.where(finite, self.scale, tf.maximum(self.scale / 2.0, 1.0)))
+        factor = LOSS_SCALE_GROWTH_FACTOR
+        scale = tf.where(grow, self.scale * factor, tf.where(finite, self.scale, tf.maximum(self.scale / factor, 1.0)))
         self.scale.assign(scale)
         self.good_steps.assign(tf.where(finite & ~grow, self.good_steps + 1, 0))
+
+
+def training_record(optimizer) -> dict:
+    """The header's framework.optimizer (dlbench.runners._hyperparameters) from the optimizer's
+    get_config(): a Keras optimizer's, the inner one's under a LossScaleOptimizer, or MomentumSGD's."""
+    scaling = None
+    if hasattr(optimizer, "inner_optimizer"):  # keras.mixed_precision.LossScaleOptimizer
+        config = optimizer.get_config()
+        scaling = loss_scaling_record(
+            f"keras.mixed_precision.{type(optimizer).__name__}",
+            dynamic=True,
+            scale=float(optimizer.dynamic_scale.numpy()),
+            growth_interval=config["dynamic_growth_steps"],
+        )
+        optimizer = optimizer.inner_optimizer
+    elif isinstance(optimizer, MomentumSGD):
+        scaling = optimizer.loss_scaling_record()
+    settings = optimizer.get_config()
+    settings.pop("name", None)  # Keras's instance name ("adam_1"); the class names the optimizer
+    rate = settings["learning_rate"]
+    schedule = "constant" if isinstance(rate, (int, float)) else rate  # a schedule: its serialised config
+    name = "sgd" if isinstance(optimizer, MomentumSGD) else type(optimizer).__name__
+    return optimizer_record(name, settings, schedule, scaling)
