@@ -54,9 +54,16 @@ def flops_counts(paths) -> dict[str, float]:
     return counts
 
 
-def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[str, float] | None = None) -> Derived:
+def derive(
+    experiment: Grid,
+    config: dict,
+    root: str | Path = ".",
+    flops: dict[str, float] | None = None,
+    settings_made: list[dict] | None = None,
+) -> Derived:
     """Every derived file of the runs of `experiment` whose raw logs lie below `root`, with the
-    config's analysis settings (the schema's defaults where `config` has none)."""
+    config's analysis settings (the schema's defaults where `config` has none); `settings_made`:
+    the config's departures with their origins, for campaign.json (origins.recorded)."""
     analysis = settings(config, "analysis")
     peak_tflops = settings(config, "run")[col.peak_tflops]
     runs, cells, curves = tables.build_with_curves(
@@ -71,7 +78,7 @@ def derive(experiment: Grid, config: dict, root: str | Path = ".", flops: dict[s
         "cells.md": tables.markdown(cells, experiment.protocol).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
         losses.LOSSES_FILE: tables.csv_bytes(curves),
-        CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol)),
+        CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol, settings_made)),
     }
     if screened is not None:
         files[PRESCREEN_FILE] = tables.csv_bytes(screened)

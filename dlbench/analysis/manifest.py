@@ -26,9 +26,13 @@ def manifest_bytes(manifest: dict) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | None = None) -> dict:
+def measured_manifest(
+    runs: pd.DataFrame, root: str | Path, protocol: dict | None = None, settings: list[dict] | None = None
+) -> dict:
     """A measured campaign's manifest, from the step-log headers of its runs (the campaign's
-    own dates, never the time it is read); `protocol`: the grid's, where headers lack one."""
+    own dates, never the time it is read); `protocol`: the grid's, where headers lack one;
+    `settings`: the config's departures from its preset and the schema, with their origins
+    (dlbench.planning.origins.recorded)."""
     headers = environment.read_headers(runs, root)
     first = headers[0] if headers else {}
     first = first if first.get("protocol") else {**first, "protocol": protocol or {}}
@@ -47,6 +51,7 @@ def measured_manifest(runs: pd.DataFrame, root: str | Path, protocol: dict | Non
         "config_sha256": _unique(p.get("config_sha256") for p in provenance),
         "protocol": {k: (first.get("protocol") or {}).get(k) for k in PROTOCOL_KEYS}
         | {"preset": (first.get("protocol") or {}).get("preset")},
+        **({"settings": settings} if settings is not None else {}),
         "image_size": _unique(h.get("image_size") for h in headers),  # not a column
         "software": {
             "frameworks": {s[col.framework]: s["version"] for s in summary["software"]},

@@ -171,11 +171,11 @@ def show(argv: list[str]) -> int:
     parser.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     parser.add_argument("--directory", "-d", default=".", help="the working directory (its config/config.yaml)")
     args = parser.parse_args(argv)
-    from snakemake.cli import parse_config  # --config read exactly as Snakemake reads it
+    from dlbench.planning.snakemake_api import parse_config_args
 
     files = origins.config_files(args.files, args.directory)
     problems = [p for p in map(config_file_problem, files) if p]
-    overrides = parse_config(args.config)
+    overrides = parse_config_args(args.config)
     try:
         config = resolve_files(files, overrides) if not problems else None
     except ValueError as error:

@@ -167,7 +167,7 @@ def departures(config: dict, found: dict[Path_, str]) -> list[tuple[str, object,
     preset = protocols.PRESETS[values[("protocol", "preset")]]
     rows = []
     for keys in sorted(found, key=dotted):
-        if keys[0] == "grid" or keys == ("protocol", "preset") or not _set_by_hand(found[keys]):
+        if keys[0] == "grid" or keys[:2] in UNRECORDED or not _set_by_hand(found[keys]):
             continue
         usual = preset[keys[1]] if keys[0] == "protocol" and keys[1] in preset else _schema_default(keys)
         if values[keys] != usual:
@@ -176,6 +176,19 @@ def departures(config: dict, found: dict[Path_, str]) -> list[tuple[str, object,
 
 
 _NO_DEFAULT = object()
+# Not departures: the preset (the protocol's own line says it), and a site's interpreters (the
+# environment table names them; a regenerated campaign drops them).
+UNRECORDED = (("protocol", "preset"), ("run", "python"))
+
+
+def recorded(files: Sequence[str], overrides: dict | None, config: dict) -> list[dict]:
+    """The departures as campaign.json keeps them: origins name a file by its base name, the
+    same wherever the campaign's config files lie."""
+    found = origins(files, overrides, config)
+    return [
+        {"setting": key, "value": value, "origin": os.path.basename(origin)}
+        for key, value, origin in departures(config, found)
+    ]
 
 
 def _set_by_hand(origin: str) -> bool:

@@ -21,6 +21,7 @@ from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords, training_su
 
 __all__ = [
     "CommandClasses",
+    "parse_config_args",
     "command_param",
     "DeploymentMethod",
     "Placeholders",
@@ -74,6 +75,14 @@ class Placeholders(RunWildcards):
         fixed = {**{name: str(value) for name, value in TRAINING_DEFAULTS.items()}, **fixed}
         super().__init__({name: fixed.get(name, "{" + name + "}") for name in RUN_FIELDS})
         self.sizes_of = sizes_of
+
+
+def parse_config_args(entries: list[str]) -> dict:
+    """`--config KEY=VALUE ...` read exactly as Snakemake reads it (its CLI's parser: imported
+    only here, for `python -m dlbench.planning.config show`)."""
+    from snakemake.cli import parse_config
+
+    return parse_config(entries)
 
 
 def is_template(wildcards) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jinja2
@@ -132,9 +133,11 @@ def render(
     prescreen: dict | None = None,
     curves: pd.DataFrame | None = None,
     profiles: dict | None = None,
+    settings_made: list[dict] | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
-    (dlbench.analysis.environment); without it, what runs.csv says."""
+    (dlbench.analysis.environment); without it, what runs.csv says. `settings_made`: the
+    config's departures from its preset and the schema, with their origins (campaign.json)."""
     if not cells.empty:
         # Read back from CSV, n and repeats are floats where an N/A cell has none.
         cells = cells.assign(
@@ -170,6 +173,7 @@ def render(
         open_tables=OPEN_TABLES,
         prescreen=prescreen,
         profiles=profiles,
+        settings_made=settings_made or [],
     )
     return _template().render(**context, sections=page_sections(context))
 
@@ -222,7 +226,15 @@ def render_files(
         prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
         curves=_curves(Path(cells_path).parent / LOSSES_FILE),
         profiles=profiles_section(Path(cells_path).parent),
+        settings_made=_settings_made(Path(cells_path).parent.parent / "campaign.json"),
     )
+
+
+def _settings_made(manifest_path: Path) -> list[dict]:
+    """campaign.json's departures (campaigns made before it recorded them have none)."""
+    if not manifest_path.exists():
+        return []
+    return json.loads(manifest_path.read_text(encoding="utf-8")).get("settings") or []
 
 
 def _curves(path: Path) -> pd.DataFrame | None:

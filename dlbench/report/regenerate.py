@@ -9,11 +9,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import yaml
-
 from dlbench import report
 from dlbench.analysis import references, tables
 from dlbench.analysis.derive import FILES, derive, flops_counts, pipeline_paths
+from dlbench.planning import origins
 from dlbench.planning.config import REPO, checked_grid
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
@@ -39,6 +38,7 @@ def regenerate(
     config: dict,
     published_path: str | Path | None = None,
     flops: dict[str, float] | None = None,
+    settings_made: list[dict] | None = None,
 ) -> dict[str, Path]:
     """Write OUTPUTS under `out` (output_paths) from the raw logs below `root`; returns their paths. `flops`:
     training FLOPs per sample by model (default: the pipeline's results/flops/*.json under `root`,
@@ -46,7 +46,7 @@ def regenerate(
     root, paths = Path(root), output_paths(out)
     if flops is None:
         flops = flops_counts(sorted((root / FLOPS_DIR).glob("*.json")))
-    derived = derive(experiment, config, root, flops)
+    derived = derive(experiment, config, root, flops, settings_made)
     derived.write(paths)
     reference_settings = settings(config, "references")
     published = published_path or Path(REPO, reference_settings["published"])  # relative: to the repository
@@ -67,17 +67,19 @@ def regenerate(
     return paths
 
 
-def campaign_config(campaign: str | Path) -> dict:
-    """The config a committed campaign's pipeline ran with: its config/*.yaml, merged in order.
-    run.python named interpreters on the machine that ran; deriving needs none of them."""
-    from snakemake.utils import update_config  # the merge Snakemake applies to --configfile
-
-    files = sorted((Path(campaign) / CONFIG_DIR).glob("*.yaml"))
+def campaign_config_files(campaign: str | Path) -> list[str]:
+    """A committed campaign's config files, in the order its pipeline was given them (by name)."""
+    files = sorted(map(str, (Path(campaign) / CONFIG_DIR).glob("*.yaml")))
     if not files:
         raise FileNotFoundError(f"{Path(campaign) / CONFIG_DIR}: no *.yaml (the campaign's config files)")
-    config: dict = {}
-    for path in files:
-        update_config(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return files
+
+
+def campaign_config(campaign: str | Path) -> dict:
+    """The config a committed campaign's pipeline ran with: its config files, merged in order as
+    the pipeline merged them (they are the whole experiment, planning/origins.py). run.python
+    named interpreters on the machine that ran; deriving needs none of them."""
+    config = origins.merged(campaign_config_files(campaign))
     config.get("run", {}).pop("python", None)
     return config
 
@@ -85,7 +87,9 @@ def campaign_config(campaign: str | Path) -> dict:
 def regenerate_campaign(campaign: str | Path, out: str | Path) -> dict[str, Path]:
     """A committed campaign's tables, manifest and report, made again under `out` from its raw logs."""
     config = campaign_config(campaign)
-    return regenerate(checked_grid(config), campaign, out, config)
+    experiment = checked_grid(config)
+    made = origins.recorded(campaign_config_files(campaign), None, config)
+    return regenerate(experiment, campaign, out, config, settings_made=made)
 
 
 def check_campaign(campaign: str | Path) -> list[str]:

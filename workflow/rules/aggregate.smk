@@ -48,6 +48,8 @@ rule aggregate:
     localrule: True
     conda:
         ANALYSIS_ENV
+    params:
+        settings_made=recorded_settings,
     script:
         "../scripts/aggregate.py"
 

@@ -16,5 +16,7 @@ rule audit:
     localrule: True
     conda:
         ANALYSIS_ENV
+    params:
+        settings_made=recorded_settings,
     script:
         "../scripts/audit.py"

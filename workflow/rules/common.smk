@@ -25,6 +25,11 @@ def config_origins():
     return dlbench_origins.origins(CONFIG_FILES, CONFIG_OVERRIDES, config)
 
 
+def recorded_settings(wildcards=None):
+    """The config's departures with their origins, as campaign.json keeps them."""
+    return dlbench_origins.recorded(CONFIG_FILES, CONFIG_OVERRIDES, config)
+
+
 try:
     GRID = dlbench_config.checked_grid(config, config_origins)
 except ValueError as error:

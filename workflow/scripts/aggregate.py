@@ -9,7 +9,8 @@ from dlbench.planning import grid
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
 config = snakemake.config
-derived = derive(grid.expand(config), config, ".", flops_counts(snakemake.input.flops))
+flops = flops_counts(snakemake.input.flops)
+derived = derive(grid.expand(config), config, ".", flops, snakemake.params.settings_made)
 out = snakemake.output
 derived.write(
     {

@@ -9,7 +9,9 @@ from dlbench.planning import grid
 sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
 config = snakemake.config
-result = audit.audit(grid.expand(config), config, Path(snakemake.input.runs).parent, flops_files=snakemake.input.flops)
+tables = Path(snakemake.input.runs).parent
+made = snakemake.params.settings_made
+result = audit.audit(grid.expand(config), config, tables, flops_files=snakemake.input.flops, settings_made=made)
 audit.write(result, Path(snakemake.output.manifest), Path(snakemake.output.verdict))
 if not result.passed:
     print("audit FAILED:\n" + "\n".join(result.problems), file=sys.stderr)
