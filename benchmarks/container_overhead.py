@@ -24,7 +24,7 @@ Every round runs each mode once, in an order that rotates from round to round, s
 shared machine's drift hits all alike. Runs inside one allocation of the local cluster
 (tools/slurm-local/up.sh): the script re-runs itself under `salloc -N1 -n1` when started
 outside one. Needs the framework's venv and podman image; pyxis where it is installed
-(tools/hpc-runtimes.sh), else that mode is left out, saying why.
+(by their own guides: docs/containers.md), else that mode is left out, saying why.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def pyxis_missing() -> str | None:
     if shutil.which("enroot") is None or not PYXIS_PLUGIN.is_file():
-        return "enroot/pyxis not installed (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC)"
+        return "enroot/pyxis not installed (their own install guides: docs/containers.md)"
     said = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
     return None if "--container-image" in said else "pyxis not loaded by the cluster (tools/slurm-local/up.sh)"
 

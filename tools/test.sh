@@ -10,6 +10,8 @@ bash tools/install-chromium.sh
 # The framework environments, through the same rule the pipeline uses.
 .venvs/analysis/bin/snakemake --quiet rules --profile profiles/local frameworks_envs
 # The one-host Slurm cluster for tests/test_slurm.py (needs root; its tests skip without it).
+# On a host with a Slurm configuration of its own in /etc/slurm, up.sh changes nothing and says
+# so (DLBENCH_SLURM_LOCAL_FORCE=1 replaces it: tools/slurm-local/README.md).
 if [ "$(id -u)" = 0 ]; then
     bash tools/slurm-local/up.sh || echo "[test] no local Slurm cluster: tests marked slurm will skip" >&2
 fi
@@ -29,7 +31,7 @@ if [ "$(id -u)" = 0 ]; then
         || echo "[test] the MXNet image did not build: the container tests will fail under CI" >&2
 fi
 # tests/test_container_pyxis.py runs pyxis for real only where enroot and pyxis are installed
-# (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC: no package registry has them), else skips.
+# (by hand, from their own guides: docs/containers.md; no package registry has them), else skips.
 # There its images are set-up, made here (PyTorch's image and squashfs: ≈ 8 min on a fresh machine).
 if [ "$(id -u)" = 0 ] && command -v enroot > /dev/null; then
     for framework in mxnet pytorch; do

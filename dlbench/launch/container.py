@@ -255,7 +255,7 @@ class Pyxis(Runtime):
     (srun_options); the task's command, which runs inside, only sets what the header records.
     pyxis passes the task's environment in (DLBENCH_*, SLURM_*, CUDA_VISIBLE_DEVICES) and
     enroot shares the host network. Run for real on the local Slurm cluster where enroot and
-    pyxis are installed (tools/hpc-runtimes.sh; tests/test_container_pyxis.py)."""
+    pyxis are installed by their own guides (docs/containers.md; tests/test_container_pyxis.py)."""
 
     name = "pyxis"
 

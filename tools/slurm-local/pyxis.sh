@@ -1,5 +1,5 @@
 # Sourced by up.sh: pyxis (srun --container-image) in the local cluster whenever it is
-# installed (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC). Uses up.sh's STATE, ETC, NNODES,
+# installed (by hand, from enroot's and pyxis's own guides). Uses up.sh's STATE, ETC, NNODES,
 # log and die; sets PYXIS_STATUS (one line for the start-up message) and PYXIS_CHANGED.
 #
 # Both virtual nodes share one host, so each gets its own enroot paths: two nodes extracting an
@@ -37,7 +37,7 @@ pyxis_configure() {
             rm -f "$PYXIS_CONF"
             PYXIS_CHANGED=1
         fi
-        PYXIS_STATUS="pyxis: not installed, srun has no --container-* options (bash tools/hpc-runtimes.sh ENROOT_SRC PYXIS_SRC)"
+        PYXIS_STATUS="pyxis: not installed, srun has no --container-* options (enroot and pyxis: their own install guides, docs/containers.md)"
         return 0
     fi
     local enroot_bin version i dir
