@@ -134,3 +134,19 @@ def test_departures_compare_with_the_preset_and_the_schema_not_with_the_file():
     assert changed["protocol.warmup_steps"] == 4 and changed["run.image_size"] == 64
     assert "protocol.preset" not in changed and not any(key.startswith("grid.") for key in changed)
     assert "data.images.count" not in changed  # set in the file, but to the schema's own default
+
+
+def test_a_grid_over_its_device_hour_budget_is_refused_before_anything_runs(tmp_path):
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({**ONLY_A_GRID, "run": {"device": "cuda", "max_device_hours": 0.001}}))
+    done = snakemake_dry_run(tmp_path, "--configfile", str(path))
+    assert done.returncode != 0
+    messages = [line for line in (done.stdout + done.stderr).splitlines() if "invalid config" in line]
+    line = path.read_text().splitlines().index("  max_device_hours: 0.001") + 1
+    assert len(messages) == 1 and f"grid.yaml:{line}: run.max_device_hours:" in messages[0], messages
+    assert "GPU-hours" in messages[0] and not (tmp_path / "results").exists()
+    # Within the budget, the plan summary gives the estimate.
+    path.write_text(yaml.safe_dump({**ONLY_A_GRID, "run": {"device": "cuda", "max_device_hours": 100}}))
+    done = snakemake_dry_run(tmp_path, "--configfile", str(path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"estimated [0-9.]+ GPU-hours \(cuda: 2 cells at 12% assumed MFU", done.stdout + done.stderr)

@@ -6,7 +6,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from tests.conftest import framework_python
+from tests.conftest import REPO, framework_python
 from tests.tiny_pipeline import snakemake
 
 pytestmark = [
@@ -123,7 +123,7 @@ def test_regenerating_from_the_raw_logs_elsewhere_gives_the_pipelines_files_byte
     directory, from a copy of the raw logs and the pipeline's FLOPs counts, is the pipeline's
     tables, campaign manifest and references byte for byte (its cells keep their TFLOP/s)."""
     from dlbench.analysis.derive import flops_counts
-    from dlbench.planning import grid, origins
+    from dlbench.planning import grid, summary
     from dlbench.report.regenerate import output_paths, regenerate
 
     config = pipeline_config(finished)
@@ -131,12 +131,10 @@ def test_regenerating_from_the_raw_logs_elsewhere_gives_the_pipelines_files_byte
     assert flops, "the pipeline counted FLOPs"
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(finished / "results/runs", elsewhere / "results/runs")
-    made_settings = origins.recorded([str(finished / "tiny.yaml")], None, config)
+    planned = summary.planned_record(grid.expand(config), config, [str(finished / "tiny.yaml")], None, str(REPO))
     line = (finished / "tiny.yaml").read_text().splitlines().index("  image_size: 32") + 1
-    assert {"setting": "run.image_size", "value": 32, "origin": f"tiny.yaml:{line}"} in made_settings
-    made = regenerate(
-        grid.expand(config), elsewhere, tmp_path / "out", config, flops=flops, settings_made=made_settings
-    )
+    assert {"setting": "run.image_size", "value": 32, "origin": f"tiny.yaml:{line}"} in planned["settings"]
+    made = regenerate(grid.expand(config), elsewhere, tmp_path / "out", config, flops=flops, planned=planned)
     pipeline = output_paths(finished)
     for name in ("runs.csv", "cells.csv", "cells.md", "environment.json", "campaign.json", "references.csv"):
         assert made[name].read_bytes() == pipeline[name].read_bytes(), name

@@ -111,7 +111,7 @@ def audit(
     root: Path = Path("."),
     images_dir: Path | None = None,
     flops_files: list[str | Path] = (),
-    settings_made: list[dict] | None = None,
+    planned: dict | None = None,
 ) -> AuditResult:
     """Check the stored tables under `tables_dir` (campaign.json beside it, as the pipeline
     keeps it) against the one derivation from the raw logs below `root`."""
@@ -127,7 +127,7 @@ def audit(
     headers = environment.read_headers(stored_runs, root)
     result.problems += image_problems(headers, images_dir or images.images_dir())
     result.notes += site_environment_notes(headers)
-    derived = derive(experiment, config, root, flops_counts(flops_files), settings_made)
+    derived = derive(experiment, config, root, flops_counts(flops_files), planned)
     stored = {name: tables_dir / name for name in (*TABLE_FILES, PRESCREEN_FILE)}
     stored[CAMPAIGN_FILE] = tables_dir.parent / CAMPAIGN_FILE
     for name, content in derived.files.items():

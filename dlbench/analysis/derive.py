@@ -14,6 +14,7 @@ import pandas as pd
 from dlbench.analysis import environment, losses, prescreen, tables
 from dlbench.analysis.columns import CELLS, RUNS, col
 from dlbench.analysis.manifest import PIPELINE_MANIFEST, PIPELINE_TABLES, manifest_bytes, measured_manifest
+from dlbench.planning import cost
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
 
@@ -59,11 +60,12 @@ def derive(
     config: dict,
     root: str | Path = ".",
     flops: dict[str, float] | None = None,
-    settings_made: list[dict] | None = None,
+    planned: dict | None = None,
 ) -> Derived:
     """Every derived file of the runs of `experiment` whose raw logs lie below `root`, with the
-    config's analysis settings (the schema's defaults where `config` has none); `settings_made`:
-    the config's departures with their origins, for campaign.json (origins.recorded)."""
+    config's analysis settings (the schema's defaults where `config` has none); `planned`: what
+    planning knew, for campaign.json (dlbench.planning.summary.planned_record), to which the
+    device-hours the runs held are added beside the estimate."""
     analysis = settings(config, "analysis")
     peak_tflops = settings(config, "run")[col.peak_tflops]
     runs, cells, curves = tables.build_with_curves(
@@ -78,8 +80,17 @@ def derive(
         "cells.md": tables.markdown(cells, experiment.protocol).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
         losses.LOSSES_FILE: tables.csv_bytes(curves),
-        CAMPAIGN_FILE: manifest_bytes(measured_manifest(runs, root, experiment.protocol, settings_made)),
+        CAMPAIGN_FILE: manifest_bytes(
+            measured_manifest(runs, root, experiment.protocol, _with_measured(planned, runs, root))
+        ),
     }
     if screened is not None:
         files[PRESCREEN_FILE] = tables.csv_bytes(screened)
     return Derived(runs, cells, files)
+
+
+def _with_measured(planned: dict | None, runs: pd.DataFrame, root: str | Path) -> dict | None:
+    if not planned or "cost" not in planned:
+        return planned
+    held = cost.measured_device_hours(runs, root)
+    return {**planned, "cost": {**planned["cost"], "measured_device_hours": round(held, 4)}}

@@ -27,12 +27,12 @@ def manifest_bytes(manifest: dict) -> bytes:
 
 
 def measured_manifest(
-    runs: pd.DataFrame, root: str | Path, protocol: dict | None = None, settings: list[dict] | None = None
+    runs: pd.DataFrame, root: str | Path, protocol: dict | None = None, planned: dict | None = None
 ) -> dict:
     """A measured campaign's manifest, from the step-log headers of its runs (the campaign's
     own dates, never the time it is read); `protocol`: the grid's, where headers lack one;
-    `settings`: the config's departures from its preset and the schema, with their origins
-    (dlbench.planning.origins.recorded)."""
+    `planned`: what planning knew (the config's departures with their origins, the cost
+    estimate: dlbench.planning.summary.planned_record)."""
     headers = environment.read_headers(runs, root)
     first = headers[0] if headers else {}
     first = first if first.get("protocol") else {**first, "protocol": protocol or {}}
@@ -51,7 +51,7 @@ def measured_manifest(
         "config_sha256": _unique(p.get("config_sha256") for p in provenance),
         "protocol": {k: (first.get("protocol") or {}).get(k) for k in PROTOCOL_KEYS}
         | {"preset": (first.get("protocol") or {}).get("preset")},
-        **({"settings": settings} if settings is not None else {}),
+        **(planned or {}),
         "image_size": _unique(h.get("image_size") for h in headers),  # not a column
         "software": {
             "frameworks": {s[col.framework]: s["version"] for s in summary["software"]},

@@ -45,6 +45,8 @@ CPU_GFLOPS_PER_THREAD = 30.0
 # compilation), by run.device: launch.json's wall_seconds less the steps at their median time,
 # the median over the committed GPU campaigns' 15 runs (8.6-100 s) and over the default grid's 39
 # CPU runs on a shared 2-core host (2-21 s).
+# The GPU a CUDA grid without run.gpu_type is costed as: today's most common training GPU.
+ASSUMED_GPU = "h100"
 STARTUP_S = {"cuda": 20.0, "cpu": 7.0}
 # The raw logs of a run (results/runs/<run>/): per step-log writer a header, a line per step and
 # a footer (bytes by run.device), and the run's launch.json. Measured: on CUDA the committed H100
@@ -229,12 +231,13 @@ def flops_step(cell: CellKey, sizes: tuple[int, int], device: Device) -> tuple[f
         threads = max(1, device.threads // ranks.tasks_per_node)
         seconds = per_device * ranks.local_devices / (threads * CPU_GFLOPS_PER_THREAD * 1e9)
         return seconds, f"at an assumed {CPU_GFLOPS_PER_THREAD:g} GFLOP/s per CPU thread"
-    found = devices.peak(device.gpu_type, cell.precision)
+    # An unset run.gpu_type (any GPU the site gives) is costed as the reference GPU, and says so.
+    found = devices.peak(device.gpu_type or ASSUMED_GPU, cell.precision)
     if found is None:
-        named = f"run.gpu_type {device.gpu_type!r}" if device.gpu_type else "an unset run.gpu_type"
-        return None, f"no estimate: no known peak for {named}: set run.peak_tflops"
+        return None, f"no estimate: no known peak for run.gpu_type {device.gpu_type!r}: set run.peak_tflops"
     peak_tflops = found[0]
-    return per_device / (peak_tflops * 1e12 * mfu), f"at {mfu:.0%} assumed MFU of {peak_tflops:g} TFLOP/s"
+    named = "" if device.gpu_type else f" (run.gpu_type unset: an {ASSUMED_GPU.upper()}'s)"
+    return per_device / (peak_tflops * 1e12 * mfu), f"at {mfu:.0%} assumed MFU of {peak_tflops:g} TFLOP/s{named}"
 
 
 @functools.cache

@@ -5,7 +5,7 @@ from, what the grid will cost, and the cells that cannot run, with why."""
 from __future__ import annotations
 
 from dlbench import protocol as protocols
-from dlbench.planning import origins
+from dlbench.planning import cost, origins
 from dlbench.planning.grid import Grid, unavailable_lines
 
 
@@ -28,3 +28,18 @@ def plan_summary(grid: Grid, config: dict, found: dict, cost_lines: list[str]) -
         lines += [f"    {key} = {origins.value_text(value)}  ({origin})" for key, value, origin in changed]
     lines += [f"  {line}" for line in cost_lines]
     return lines + unavailable_lines(grid)
+
+
+def planned_record(grid: Grid, config: dict, files: list[str], overrides: dict | None, repo: str) -> dict:
+    """What planning knew, as campaign.json keeps it: the config's departures with their origins,
+    and the grid's estimated cost (derive adds the hours measured beside it)."""
+    estimate = cost.estimate(grid, config, repo)
+    return {
+        "settings": origins.recorded(files, overrides, config),
+        "cost": {
+            "unit": estimate.unit,
+            "estimated_device_hours": round(estimate.device_hours, 4),
+            "estimated_log_bytes": estimate.log_bytes,
+            "runs_not_estimated": estimate.unestimated_runs,
+        },
+    }

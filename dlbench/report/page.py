@@ -133,11 +133,12 @@ def render(
     prescreen: dict | None = None,
     curves: pd.DataFrame | None = None,
     profiles: dict | None = None,
-    settings_made: list[dict] | None = None,
+    planned: dict | None = None,
 ) -> str:
     """The report as one HTML string. `environment`: the aggregate stage's environment table
-    (dlbench.analysis.environment); without it, what runs.csv says. `settings_made`: the
-    config's departures from its preset and the schema, with their origins (campaign.json)."""
+    (dlbench.analysis.environment); without it, what runs.csv says. `planned`: what
+    planning knew, from campaign.json: the config's departures from its preset and the schema
+    with their origins, the estimated cost beside the measured one."""
     if not cells.empty:
         # Read back from CSV, n and repeats are floats where an N/A cell has none.
         cells = cells.assign(
@@ -173,7 +174,7 @@ def render(
         open_tables=OPEN_TABLES,
         prescreen=prescreen,
         profiles=profiles,
-        settings_made=settings_made or [],
+        planned={"settings": [], "cost": None, **(planned or {})},
     )
     return _template().render(**context, sections=page_sections(context))
 
@@ -226,15 +227,16 @@ def render_files(
         prescreen=prescreen_section(Path(cells_path).parent, cells, _min_share(config)),
         curves=_curves(Path(cells_path).parent / LOSSES_FILE),
         profiles=profiles_section(Path(cells_path).parent),
-        settings_made=_settings_made(Path(cells_path).parent.parent / "campaign.json"),
+        planned=_planned(Path(cells_path).parent.parent / "campaign.json"),
     )
 
 
-def _settings_made(manifest_path: Path) -> list[dict]:
-    """campaign.json's departures (campaigns made before it recorded them have none)."""
+def _planned(manifest_path: Path) -> dict:
+    """campaign.json's departures and cost (campaigns made before it recorded them have none)."""
     if not manifest_path.exists():
-        return []
-    return json.loads(manifest_path.read_text(encoding="utf-8")).get("settings") or []
+        return {}
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    return {key: manifest[key] for key in ("settings", "cost") if manifest.get(key)}
 
 
 def _curves(path: Path) -> pd.DataFrame | None:

@@ -16,6 +16,7 @@ from dlbench.planning import origins
 from dlbench.planning.config import REPO, checked_grid
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
+from dlbench.planning.summary import planned_record
 
 OUTPUTS = (*FILES, "references.csv", "index.html")
 FLOPS_DIR = Path("results/flops")
@@ -38,7 +39,7 @@ def regenerate(
     config: dict,
     published_path: str | Path | None = None,
     flops: dict[str, float] | None = None,
-    settings_made: list[dict] | None = None,
+    planned: dict | None = None,
 ) -> dict[str, Path]:
     """Write OUTPUTS under `out` (output_paths) from the raw logs below `root`; returns their paths. `flops`:
     training FLOPs per sample by model (default: the pipeline's results/flops/*.json under `root`,
@@ -46,7 +47,7 @@ def regenerate(
     root, paths = Path(root), output_paths(out)
     if flops is None:
         flops = flops_counts(sorted((root / FLOPS_DIR).glob("*.json")))
-    derived = derive(experiment, config, root, flops, settings_made)
+    derived = derive(experiment, config, root, flops, planned)
     derived.write(paths)
     reference_settings = settings(config, "references")
     published = published_path or Path(REPO, reference_settings["published"])  # relative: to the repository
@@ -88,8 +89,8 @@ def regenerate_campaign(campaign: str | Path, out: str | Path) -> dict[str, Path
     """A committed campaign's tables, manifest and report, made again under `out` from its raw logs."""
     config = campaign_config(campaign)
     experiment = checked_grid(config)
-    made = origins.recorded(campaign_config_files(campaign), None, config)
-    return regenerate(experiment, campaign, out, config, settings_made=made)
+    planned = planned_record(experiment, config, campaign_config_files(campaign), None, REPO)
+    return regenerate(experiment, campaign, out, config, planned=planned)
 
 
 def check_campaign(campaign: str | Path) -> list[str]:

@@ -49,7 +49,7 @@ rule aggregate:
     conda:
         ANALYSIS_ENV
     params:
-        settings_made=recorded_settings,
+        planned=planned_record,
     script:
         "../scripts/aggregate.py"
 

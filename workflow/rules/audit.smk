@@ -17,6 +17,6 @@ rule audit:
     conda:
         ANALYSIS_ENV
     params:
-        settings_made=recorded_settings,
+        planned=planned_record,
     script:
         "../scripts/audit.py"

@@ -5,7 +5,8 @@ from snakemake.exceptions import WorkflowError
 
 from dlbench.planning import config as dlbench_config
 from dlbench.planning import origins as dlbench_origins
-from dlbench.planning.summary import plan_summary
+from dlbench.planning import cost as dlbench_cost
+from dlbench.planning import summary as dlbench_summary
 from dlbench.planning import jobs as dlbench_jobs
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
@@ -25,9 +26,12 @@ def config_origins():
     return dlbench_origins.origins(CONFIG_FILES, CONFIG_OVERRIDES, config)
 
 
-def recorded_settings(wildcards=None):
-    """The config's departures with their origins, as campaign.json keeps them."""
-    return dlbench_origins.recorded(CONFIG_FILES, CONFIG_OVERRIDES, config)
+def planned_record(wildcards=None):
+    """What planning knew, as campaign.json keeps it: the departures with their origins, the
+    estimated cost (dlbench/planning/summary.py)."""
+    return dlbench_summary.planned_record(
+        GRID, config, CONFIG_FILES, CONFIG_OVERRIDES, workflow.basedir
+    )
 
 
 try:
@@ -35,21 +39,27 @@ try:
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 
+# What runs, by which protocol, what departs from the preset and what it costs: before anything
+# runs, and a grid over run.max_device_hours is refused. (tools/run.sh's second invocation,
+# which bundles the report, has said it already.)
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    COST = dlbench_cost.estimate(GRID, config, workflow.basedir)
+    OVER_BUDGET = dlbench_cost.budget_problem(COST, config)
+    if OVER_BUDGET:
+        raise WorkflowError(
+            f"invalid config: {dlbench_origins.where(OVER_BUDGET, config_origins())}"
+        )
+    if os.environ.get("DLBENCH_PLAN_SUMMARY") != "0":
+        for line in dlbench_summary.plan_summary(
+            GRID, config, config_origins(), COST.summary_lines()
+        ):
+            logger.info(line)
 SDM = workflow.deployment_settings.deployment_method
 try:
     DEPLOY = Deployment(config, workflow.basedir, SDM, lambda: workflow.rerun_triggers)
 except (ValueError, ContainerError) as error:
     raise WorkflowError(str(error)) from None
 
-# What runs, by which protocol, what departs from the preset and costs: before anything runs.
-# (tools/run.sh's second invocation, which bundles the report, has said it already.)
-if not (
-    workflow.remote_exec
-    or workflow.subprocess_exec
-    or os.environ.get("DLBENCH_PLAN_SUMMARY") == "0"
-):
-    for line in plan_summary(GRID, config, config_origins(), []):
-        logger.info(line)
 # Three rules ask for every record: made once.
 RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**run.wildcards()) for run in GRID.runs)
 # Run directories by the records they hold: one walk instead of a stat per run.

@@ -10,7 +10,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
 config = snakemake.config
 flops = flops_counts(snakemake.input.flops)
-derived = derive(grid.expand(config), config, ".", flops, snakemake.params.settings_made)
+derived = derive(grid.expand(config), config, ".", flops, snakemake.params.planned)
 out = snakemake.output
 derived.write(
     {

@@ -10,8 +10,8 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: SIM115
 
 config = snakemake.config
 tables = Path(snakemake.input.runs).parent
-made = snakemake.params.settings_made
-result = audit.audit(grid.expand(config), config, tables, flops_files=snakemake.input.flops, settings_made=made)
+made = snakemake.params.planned
+result = audit.audit(grid.expand(config), config, tables, flops_files=snakemake.input.flops, planned=made)
 audit.write(result, Path(snakemake.output.manifest), Path(snakemake.output.verdict))
 if not result.passed:
     print("audit FAILED:\n" + "\n".join(result.problems), file=sys.stderr)
