@@ -5,7 +5,7 @@ from, what the grid will cost, and the cells that cannot run, with why."""
 from __future__ import annotations
 
 from dlbench import protocol as protocols
-from dlbench.planning import cost, origins
+from dlbench.planning import cost, jobs, origins, packing
 from dlbench.planning.grid import Grid, unavailable_lines
 
 
@@ -17,8 +17,7 @@ def plan_summary(grid: Grid, config: dict, found: dict, cost_lines: list[str]) -
     repeats = "adaptive, from " if proto["repeats"] == "auto" else ""
     lines = [
         f"dlbench plan: {len(grid.runs)} runs in {cells} cells ({repeats}{protocols.planned_repeats(proto)} "
-        f"repeats each), {len(grid.unavailable)} cells N/A; {len(grid.runs)} training jobs "
-        f"(each its own Slurm job under a cluster profile)",
+        f"repeats each), {len(grid.unavailable)} cells N/A; {len(grid.runs)} training jobs {slurm_jobs(grid, config)}",
         f"  protocol: preset {proto['preset']}, {proto['warmup_steps']} warm-up + {proto['measured_steps']} "
         f"measured steps, {proto['repeats']} repeats, {proto['statistic']} ({found[('protocol', 'preset')]})",
     ]
@@ -28,6 +27,16 @@ def plan_summary(grid: Grid, config: dict, found: dict, cost_lines: list[str]) -
         lines += [f"    {key} = {origins.value_text(value)}  ({origin})" for key, value, origin in changed]
     lines += [f"  {line}" for line in cost_lines]
     return lines + unavailable_lines(grid)
+
+
+def slurm_jobs(grid: Grid, config: dict) -> str:
+    """How the training jobs become Slurm jobs (slurm.runs_per_job, planning/packing.py)."""
+    per_job = packing.runs_per_job(config)
+    if per_job <= 1:
+        return "(each its own Slurm job under a cluster profile)"
+    shape_of = packing.shape_namer(lambda run: jobs.job_shape(run).rule_name)
+    count = packing.job_count(grid.runs, shape_of, per_job)
+    return f"in {count} Slurm jobs under a cluster profile (slurm.runs_per_job {per_job}: one after another)"
 
 
 def planned_record(grid: Grid, config: dict, files: list[str], overrides: dict | None, repo: str) -> dict:

@@ -3,6 +3,7 @@
 from dlbench.planning import deployment as dlbench_deployment
 from dlbench.analysis import placement as dlbench_placement
 from dlbench.planning import run_order as dlbench_run_order
+from dlbench.planning import packing as dlbench_packing
 from dlbench.coords import RUN_LOG_TEMPLATE, Scale
 from dlbench.launch.slurm import RECORD as SLURM_RECORD
 
@@ -17,6 +18,36 @@ RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
 RUN_PRIORITY = known_signature(
     dlbench_run_order.priority_function(GRID.runs, *RUN_ORDER)
 )
+# slurm.runs_per_job > 1: runs of a shape packed, one after another, into one Slurm job
+# (dlbench/planning/packing.py); planned here, looked up per job.
+RUNS_PER_JOB = dlbench_packing.runs_per_job(config)
+PACKING = (
+    dlbench_packing.Packing(
+        dlbench_packing.groups(
+            GRID.runs,
+            dlbench_packing.shape_namer(
+                lambda run: dlbench_jobs.job_shape(run).rule_name
+            ),
+            RUNS_PER_JOB,
+            *RUN_ORDER,
+        )
+    )
+    if RUNS_PER_JOB > 1
+    else None
+)
+
+
+TRAIN_INPUTS = known_signature(
+    PACKING.inputs_function(train_inputs, RECORDED_RUNS[RUN_RECORD], ancient)
+    if PACKING
+    else train_inputs
+)
+TRAIN_GROUP = known_signature(PACKING.group_function()) if PACKING else None
+TRAIN_SHELL = "{params.command} > {log} 2>&1"
+if PACKING:
+    TRAIN_SHELL = dlbench_packing.keep_record_shell("{output.record}", TRAIN_SHELL)
+
+
 # The srun step of each framework and scale, as its launcher will start it (`snakemake -n` shows it).
 if config["run"]["launcher"] == "srun":
     for line in DEPLOY.srun_lines(GRID.runs, GRID.run_protocol):
@@ -62,7 +93,7 @@ for shape, strategies in TRAIN_SHAPES.items():
         name:
             shape.rule_name
         input:
-            known_signature(train_inputs),
+            TRAIN_INPUTS,
         output:
             record=protected(RUN_RECORD_TEMPLATE),
         log:
@@ -71,6 +102,8 @@ for shape, strategies in TRAIN_SHAPES.items():
             scale=dlbench_jobs.constraint([shape.scale]),
             strategy=dlbench_jobs.constraint(strategies),
         priority: RUN_PRIORITY
+        group:
+            TRAIN_GROUP
         conda:
             dlbench_deployment.conda_file(shape_runs, config["run"]["device"])
         # The framework's pinned image under --sdm apptainer (containers.smk).
@@ -84,10 +117,11 @@ for shape, strategies in TRAIN_SHAPES.items():
                 Scale.parse(shape.scale).nodes,
                 config["run"]["spread_nodes"],
             ),
+            **(dlbench_packing.STATIC_RESOURCES if PACKING else {}),
         params:
             command=train_command_param(shape_runs),
         shell:
-            "{params.command} > {log} 2>&1"
+            TRAIN_SHELL
 
 
 # The planned order, recorded beside the tables (the step logs' start times say what happened).
@@ -110,6 +144,7 @@ rule run_order:
 # before its launcher wrote launch.json, is recorded as Slurm ended it by a local job, not
 # run again in a full-size allocation. Snakemake's own --retries within one invocation do
 # run it again (dlbench.launch.slurm.previous_attempt). Defined only when there are such runs.
+ENDED_RUN_SHELL = "DLBENCH_EARLIER_ATTEMPT=settle {params.command} > {log} 2>&1"
 if ENDED_RUNS:
 
     rule record_ended_run:
@@ -126,8 +161,13 @@ if ENDED_RUNS:
             dlbench_deployment.conda_file(GRID.runs, config["run"]["device"])
         params:
             command=train_command,
+        # A packed run whose record its failed job kept is put back, not settled.
         shell:
-            "DLBENCH_EARLIER_ATTEMPT=settle {params.command} > {log} 2>&1"
+            (
+                dlbench_packing.keep_record_shell("{output.record}", ENDED_RUN_SHELL)
+                if PACKING
+                else ENDED_RUN_SHELL
+            )
 
     for shape in TRAIN_SHAPES:
         workflow.ruleorder("record_ended_run", shape.rule_name)
