@@ -48,8 +48,8 @@ GRID = {
 }
 
 
-def grid(runs_per_job: int) -> dict:
-    return {**GRID, "slurm": {"runs_per_job": runs_per_job}}
+def grid(runs_per_job: int, repeats: int = GRID["protocol"]["repeats"]) -> dict:
+    return {**GRID, "protocol": {**GRID["protocol"], "repeats": repeats}, "slurm": {"runs_per_job": runs_per_job}}
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -100,10 +100,10 @@ class QueueWatch(threading.Thread):
             self.most = max(self.most, len(ours))
 
 
-def measure(workdir: Path, runs_per_job: int, *args: str) -> dict:
-    """Run the grid to its report in `workdir` (new) and collect the figures."""
+def measure(workdir: Path, runs_per_job: int, *args: str, repeats: int = GRID["protocol"]["repeats"]) -> dict:
+    """Run the grid (`repeats` per cell) to its report in `workdir` (new) and collect the figures."""
     workdir.mkdir(parents=True)
-    (workdir / "grid.yaml").write_text(yaml.safe_dump(grid(runs_per_job)))
+    (workdir / "grid.yaml").write_text(yaml.safe_dump(grid(runs_per_job, repeats)))
     watch = QueueWatch(workdir)
     watch.start()
     started = time.monotonic()
