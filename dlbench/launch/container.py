@@ -210,11 +210,25 @@ class Podman(Runtime):
         return {"runtime": self.name, "image": image, "digest": pinned}
 
 
+# Apptainer forwards the whole host environment unless --cleanenv, and an OCI image's ENV only
+# fills what the host left unset (a host PYTHONPATH or venv would win over the image's). With
+# --cleanenv, what a rank needs from the host is set per task by srun after the command line is
+# built, so this shell hands it over as APPTAINERENV_<name>, which --cleanenv keeps. Names come
+# from `env` (letters, digits, _ only); each value is read through its name, never re-parsed.
+# How a rank finds the other nodes (read-only: Apptainer binds resolv.conf read-write).
+HOST_NAME_FILES = ("/etc/hosts", "/etc/resolv.conf")
+PASS_PLACEMENT = (
+    "for name in $(env | sed -nE 's/^((DLBENCH_|SLURM)[A-Za-z0-9_]*|CUDA_VISIBLE_DEVICES)=.*/\\1/p'); do "
+    'eval "export APPTAINERENV_$name=\\"\\$$name\\""; done; exec "$@"'
+)
+
+
 @register
 class Apptainer(Runtime):
-    """`apptainer exec` of the .sif built from the image's OCI archive (cluster path; here only
-    its command lines are built and tested). Shares the host network: Apptainer makes a network
-    namespace only for root or with a site's CNI setup."""
+    """`apptainer exec` of the .sif built from the image's OCI archive, one per rank, locally or
+    under srun (tests/test_container_apptainer.py runs it where Apptainer is installed). Shares
+    the host network: Apptainer makes a network namespace only for root or with a site's CNI
+    setup. --contain: the container's own /tmp, /var/tmp and an empty home, no host /dev."""
 
     name = "apptainer"
 
@@ -226,14 +240,20 @@ class Apptainer(Runtime):
         return "sha256:" + str(self.lock.get("sif_sha256") or "")
 
     def command(self, inner: list[str]) -> list[str]:
-        cmd = ["apptainer", "exec", "--contain", "--pwd", str(Path.cwd())]
+        # --no-eval: the values below reach the rank verbatim, not through a shell. The site's
+        # bind paths (apptainer.conf: /etc/hosts, /etc/localtime, anything a site adds) are
+        # host files bound read-write, so a rank running as root could change the node's
+        # /etc/hosts: none of them, and the node's name resolution read-only.
+        cmd = ["apptainer", "exec", "--cleanenv", "--no-eval", "--contain", "--no-mount", "bind-paths"]
+        cmd += ["--pwd", str(Path.cwd())]
+        cmd += [arg for name in HOST_NAME_FILES for arg in ("--bind", f"{name}:{name}:ro")]
         if self.request.device == "cuda":
             cmd.append("--nv")
         for path, mode in self.mounts():
             cmd += ["--bind", f"{path}:{path}:{mode}"]
         for key, value in self.provenance_env().items():
             cmd += ["--env", f"{key}={value}"]
-        return [*cmd, str(self.sif.resolve()), *inner]
+        return ["sh", "-c", PASS_PLACEMENT, "apptainer-env", *cmd, str(self.sif.resolve()), *inner]
 
     def verify(self) -> dict:
         pinned = self.lock.get("sif_sha256") or ""

@@ -1,0 +1,212 @@
+"""run.container: apptainer for real: every rank runs in the .sif built from the pinned podman
+image's OCI archive, under srun on the local Slurm cluster (tools/slurm-local/up.sh). dlbench
+does not build Apptainer: where `apptainer` is not on PATH (a fresh CI machine) the real tests
+skip, naming its install guide. What runs everywhere: the rank's environment crossing
+`--cleanenv` (a stand-in `apptainer` that prints what it was given). The lock, the refusal of
+a changed .sif and the argv as strings are tests/test_container_runtime.py's."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench.images import podman as images
+from dlbench.launch import LaunchRequest
+from dlbench.launch.container import IMAGE_PYTHON, Apptainer
+from dlbench.launch.launchers import LocalLauncher, SrunLauncher
+from dlbench.steplog import read_steplog
+from tests.test_container_pyxis import (
+    PROBE,
+    VIRTUAL,
+    probe_command,
+    probe_places,
+    probe_result,
+    salloc,
+)
+from tests.test_container_pyxis import request as pyxis_request
+from tests.test_slurm import cluster_answers
+
+STORE = images.images_dir()
+INSTALL_GUIDE = "https://apptainer.org/docs/admin/main/installation.html"
+NOT_INSTALLED = f"apptainer is not installed (install it by its own guide: {INSTALL_GUIDE})"
+needs_apptainer = pytest.mark.skipif(shutil.which("apptainer") is None, reason=NOT_INSTALLED)
+needs_cluster = pytest.mark.skipif(not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)")
+# Environment the probe reports besides the mounts: what the image sets and what must not leak.
+ENV_PROBE = PROBE.replace(
+    '"home": os.environ["HOME"]}',
+    '"home": os.environ["HOME"], "env": dict(os.environ), "home_entries": os.listdir(os.environ["HOME"])}',
+)
+
+
+def request(run_dir: Path, framework: str = "mxnet", **coords) -> LaunchRequest:
+    return dataclasses.replace(pyxis_request(run_dir, framework, **coords), container="apptainer")
+
+
+# ------------------------------------------------------------------ everywhere
+
+
+def test_each_ranks_own_placement_crosses_cleanenv_and_nothing_else_does(tmp_path, monkeypatch):
+    """--cleanenv drops the host's environment; srun sets SLURM_PROCID & co. per task, after the
+    command line is built, so they cross as APPTAINERENV_<name>, read when the rank starts. A
+    stand-in `apptainer` shows what the real one would be given."""
+    monkeypatch.chdir(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apptainer").write_text('#!/bin/sh\nenv | grep ^APPTAINERENV_ | sort\necho "ARGS $*"\n')
+    (bin_dir / "apptainer").chmod(0o755)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images/mxnet.lock.json").write_text(json.dumps({"sif_sha256": "ab" * 32}))
+    req = dataclasses.replace(request(tmp_path / "results/runs/x"), images=str(tmp_path / "images"))
+    cmd = Apptainer(req).command(["true"])
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_PROCID": "3", "SLURM_NODEID": "1", "DLBENCH_SRUN": "1"}
+    env |= {"CUDA_VISIBLE_DEVICES": "1", "PYTHONPATH": "/host/code", "LD_LIBRARY_PATH": "/host/lib"}
+    env |= {"DLBENCH_ODD": "two words; $(echo no)", "SLURMD_NODENAME": "n2"}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    passed = dict(line.removeprefix("APPTAINERENV_").split("=", 1) for line in out if line.startswith("APPTAINERENV_"))
+    assert passed == {
+        "CUDA_VISIBLE_DEVICES": "1",
+        "DLBENCH_ODD": "two words; $(echo no)",
+        "DLBENCH_SRUN": "1",
+        "SLURMD_NODENAME": "n2",
+        "SLURM_NODEID": "1",
+        "SLURM_PROCID": "3",
+    }
+    args = out[-1].split()
+    assert args[1:3] == ["exec", "--cleanenv"] and "--no-eval" in args
+    # The site's bind paths (host files bound read-write) are off; name resolution is read-only.
+    assert "--no-mount bind-paths" in out[-1] and "--bind /etc/hosts:/etc/hosts:ro" in out[-1]
+
+
+# ------------------------------------------------------------------ for real, where installed
+
+
+def build_sif(store: Path, framework: str) -> dict:
+    """The framework's podman image (built where missing), its .sif from the OCI archive, pinned."""
+    lock = images.ensure(framework, store)
+    sif = store / lock["sif"]
+    if not (lock["sif_sha256"] and sif.is_file() and images.sha256_of(sif) == lock["sif_sha256"]):
+        sif.unlink(missing_ok=True)
+        subprocess.run(images.sif_command(framework, store), check=True, capture_output=True, timeout=1800)
+        images.pin_sif(framework, store)
+    return json.loads((store / f"{framework}.lock.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def mxnet_sif() -> dict:
+    return build_sif(STORE, "mxnet")
+
+
+def assert_rank_sees_only_what_the_code_names(seen: dict, results: Path, data: Path, home: str) -> None:
+    """results the only writable host path, data read-only, no host /tmp or home, the image's
+    environment (its PATH and PYTHONPATH, no host LD_LIBRARY_PATH or venv)."""
+    mounts = seen["mounts"]
+    host_rw = {point for point, mode, fstype in mounts if mode == "rw" and fstype not in VIRTUAL}
+    assert host_rw == {str(results)}, mounts
+    assert (str(data), "ro") in {(point, mode) for point, mode, _ in mounts}
+    assert {point for point, _, fstype in mounts if point in ("/tmp", home)} <= {
+        point for point, _, fstype in mounts if fstype == "tmpfs"
+    }, mounts
+    assert seen["writable"] == {str(results): True, str(data): False, "/": False, "/opt/dlbench": False}
+    env = seen["env"]
+    assert seen["python"] == IMAGE_PYTHON and env["PATH"].startswith("/opt/venv/bin:")
+    assert env["PYTHONPATH"] == "/opt/dlbench" and env["DLBENCH_IMAGE_FRAMEWORK"] == "mxnet"
+    assert "VIRTUAL_ENV" not in env and "/host" not in env.get("LD_LIBRARY_PATH", "")
+    assert seen["home"] == home and seen["home_entries"] == []
+
+
+@needs_apptainer
+def test_inside_an_apptainer_rank_only_results_is_writable_and_the_environment_is_the_images(
+    tmp_path, mxnet_sif, monkeypatch
+):
+    """The local launcher's rank command, the probe in place of dlbench (≈ 2 s), from a host
+    environment that would mislead it: a venv, a PYTHONPATH, an LD_LIBRARY_PATH, a file in /tmp."""
+    monkeypatch.chdir(tmp_path)
+    results, data, places = probe_places(tmp_path)
+    req = dataclasses.replace(request(results / "runs/x"), launcher="local", data_dir=str(data))
+    cmd = [*probe_command(LocalLauncher(req).command(), places)]
+    cmd[cmd.index(IMAGE_PYTHON) + 2] = ENV_PROBE
+    env = dict(os.environ, VIRTUAL_ENV="/host/venv", PYTHONPATH="/host/code", LD_LIBRARY_PATH="/host/lib")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    seen = probe_result(done.stdout + done.stderr)
+    assert_rank_sees_only_what_the_code_names(seen, results, data, os.environ["HOME"])
+
+
+@pytest.mark.slurm
+@needs_apptainer
+@needs_cluster
+def test_inside_an_srun_apptainer_rank_only_results_is_writable(tmp_path, mxnet_sif, monkeypatch):
+    """The same probe through the srun step the launcher builds (≈ 10 s)."""
+    monkeypatch.chdir(tmp_path)
+    results, data, places = probe_places(tmp_path)
+    req = dataclasses.replace(request(results / "runs/x"), data_dir=str(data))
+    cmd = probe_command(SrunLauncher(req).command(), places)
+    cmd[cmd.index(IMAGE_PYTHON) + 2] = ENV_PROBE
+    monkeypatch.setenv("DLBENCH_EXIT_DIR", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", "/host/code")
+    done = salloc(1, 1, cmd, tmp_path, timeout=120)
+    assert_rank_sees_only_what_the_code_names(probe_result(done.stdout), results, data, os.environ["HOME"])
+
+
+def rank_headers(run_dir: Path, ranks: int, lock: dict) -> list[dict]:
+    """Every rank ended ok and recorded the pinned .sif and the image's Python."""
+    logs = [read_steplog(run_dir / f"rank{rank}.steps.jsonl") for rank in range(ranks)]
+    assert [log.status for log in logs] == ["ok"] * ranks, [log.footer for log in logs]
+    expected = ("apptainer", f"sha256:{lock['sif_sha256']}", IMAGE_PYTHON)
+    for prov in (log.header["provenance"] for log in logs):
+        assert (prov["container"]["runtime"], prov["container"]["digest"], prov["python"]["executable"]) == expected
+    return [log.header for log in logs]
+
+
+@pytest.mark.slurm
+@needs_apptainer
+@needs_cluster
+@pytest.mark.parametrize(("nodes", "per_node"), [(1, 2), (2, 2)])
+def test_mxnet_dist_sync_ranks_start_in_the_sif(tmp_path, mxnet_sif, nodes, per_node):
+    """MXNet dist_sync, 1 node × 2 and 2 nodes × 2, one container per rank (≈ 40 s each)."""
+    run_dir = tmp_path / "results/runs/mxnet"
+    req = request(run_dir, scale=f"{nodes}x{per_node}", strategy="dist_sync")
+    out = salloc(nodes, per_node, [sys.executable, "-m", "dlbench.launch", *req.to_argv()], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = nodes * per_node
+    assert json.loads((run_dir / "launch.json").read_text())["rank_exit_codes"] == [0] * ranks, out.stderr[-3000:]
+    assert len({h["node"] for h in rank_headers(run_dir, ranks, mxnet_sif)}) == nodes
+
+
+def tampered_sif(tmp_path: Path, lock: dict) -> Path:
+    """A store holding the image's lock and a copy of its .sif with one byte changed."""
+    store = tmp_path / "images"
+    store.mkdir()
+    shutil.copy(STORE / f"{lock['framework']}.lock.json", store)
+    shutil.copy(STORE / lock["sif"], store / lock["sif"])
+    with open(store / lock["sif"], "r+b") as image:
+        image.seek(-4096, os.SEEK_END)
+        byte = image.read(1)
+        image.seek(-4096, os.SEEK_END)
+        image.write(bytes([byte[0] ^ 0xFF]))
+    return store
+
+
+@pytest.mark.slurm
+@needs_apptainer
+@needs_cluster
+def test_a_changed_sif_is_refused_before_any_srun_step(tmp_path, mxnet_sif):
+    """One byte changed in a copy of the real .sif: refused inside the allocation, and Slurm
+    records no step of the job (sacct): no container, no rank."""
+    store = tampered_sif(tmp_path, mxnet_sif)
+    run_dir = tmp_path / "results/runs/x"
+    req = dataclasses.replace(request(run_dir, scale="1x2", strategy="dist_sync"), images=str(store))
+    out = salloc(1, 2, [sys.executable, "-m", "dlbench.launch", *req.to_argv()], tmp_path)
+    job = re.search(r"Granted job allocation (\d+)", out.stderr).group(1)
+    reason = json.loads((run_dir / "launch.json").read_text())["verdict"]["reason"]
+    assert f"pins sha256:{mxnet_sif['sif_sha256']}" in reason, reason
+    assert not list(run_dir.glob("rank*")) and not (run_dir / "slurm.json").exists()
+    steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID"], capture_output=True, text=True).stdout
+    assert f"{job}.0" not in steps.split(), steps
