@@ -204,3 +204,25 @@ def test_no_module_outside_the_table_contract_names_a_column_by_string():
     from tests.test_table_contract import column_literals, scanned_modules
 
     assert [f"{p.name}:{n.lineno}" for p in scanned_modules() for n, _ in column_literals(p)] == []
+
+
+def test_only_plots_draws_and_its_users_import_it_at_the_top():
+    """matplotlib is imported in dlbench/plots/ alone (campaigns keeps a history's data, plots
+    draws it), and dlbench.plots is never imported inside a function: a lazy import would hide
+    which stage sits on which."""
+    drawing, lazy = [], []
+    for module, path in sorted(MODULES.items()):
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            if stage(module) != "plots" and any(n.split(".")[0] == "matplotlib" for n in names):
+                drawing.append(module)
+            if id(node) not in top and any(n.startswith("dlbench.plots") for n in names):
+                lazy.append(f"{module}:{node.lineno}")
+    assert drawing == [] and lazy == []

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlbench import labels
 from dlbench.analysis import stats, tables
 from dlbench.analysis.columns import col
 from dlbench.campaigns.campaign import Campaign
 from dlbench.campaigns.compare import differences
 from dlbench.coords import CELL_FIELDS
+from dlbench.plots.history import history_figure
 
 CHANGE_COLUMNS = [*CELL_FIELDS, "before", "after", "before_value", "after_value", "ratio", "provenance"]
 
@@ -125,58 +125,13 @@ def detect(
     )
 
 
-def figure(history: History, path, most: int = 6) -> None:
-    """Per cell (those with a change first), its value per campaign with the spread of its
-    repeats, a line where the level changes and the provenance change written beside it."""
-    from dlbench.plots import figures as figs
-
-    keyed = history.series.groupby(CELL_FIELDS, sort=True)
-    changed = {tuple(r[f] for f in CELL_FIELDS) for _, r in history.changes.iterrows()}
-    keys = sorted(keyed.groups, key=lambda k: (k not in changed, k))[:most]
-    fig, axes = figs._grid(max(1, len(keys)), width=6.0, height=3.4)
-    names = [f"{c['id']}\n{c['date'][:10]}" for c in history.campaigns]
-    for ax, key in zip(axes, keys, strict=False):
-        points = keyed.get_group(key)
-        ax.errorbar(
-            points["order"],
-            points["value"],
-            yerr=points[col.std].fillna(0),
-            fmt="o-",
-            capsize=3,
-            color=figs.colour(key[0]),
-        )
-        mine = history.changes[(history.changes[CELL_FIELDS] == list(key)).all(axis=1)]
-        for _, change in mine.iterrows():
-            x = next(i for i, c in enumerate(history.campaigns) if c["id"] == change["after"]) - 0.5
-            ax.axvline(x, color="crimson", ls="--", lw=1)
-            note = f"×{change['ratio']:.2f}\n" + "\n".join(p[:48] for p in change["provenance"].split("; ")[:3])
-            ax.annotate(
-                note,
-                (x, ax.get_ylim()[1]),
-                xytext=(4, -4),
-                textcoords="offset points",
-                va="top",
-                fontsize=7,
-                color="crimson",
-            )
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, fontsize=7)
-        ax.set_title(
-            f"{key[0]} {labels.model_title(key[1])} {key[2]} {key[3]} bs{key[4]} {key[5]} {key[6]}", fontsize=9
-        )
-        ax.set_ylabel(f"throughput ({labels.unit(key[1])})")
-        ax.grid(alpha=0.3)
-    fig.savefig(path, metadata={"Software": None})
-    figs.plt.close(fig)
-
-
 def write(history: History, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "changes.csv").write_bytes(tables.csv_bytes(history.changes))
     (directory / "series.csv").write_bytes(tables.csv_bytes(history.series))
     summary = {"campaigns": history.campaigns, "changes": history.changes.to_dict(orient="records")}
     (directory / "changes.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    figure(history, directory / "history.png")
+    history_figure(history, directory / "history.png")
 
 
 def text(history: History) -> str:

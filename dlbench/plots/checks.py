@@ -9,14 +9,14 @@ from dlbench import labels
 from dlbench.analysis.columns import col
 from dlbench.analysis.stability import parse_step_times
 from dlbench.findings.checks import run_name
-from dlbench.plots.figures import _figure_legend, _grid, colour, plt
+from dlbench.plots.layout import colour, figure_legend, grid, plt
 
 
 def step_histograms(flagged: pd.DataFrame, path) -> None:
     """One panel per run given (the caller chooses which): its measured steps' times, first- and
     last-third medians marked."""
     shown = flagged
-    fig, axes = _grid(max(1, len(shown)), width=4.2, height=2.8, cols=3)
+    fig, axes = grid(max(1, len(shown)), width=4.2, height=2.8, cols=3)
     for ax, (_, run) in zip(axes, shown.iterrows(), strict=False):
         times = parse_step_times(run[col.step_times_s]) * 1e3
         ax.hist(times, bins=min(30, max(5, times.size // 3)), color=colour(run[col.framework]))
@@ -28,14 +28,14 @@ def step_histograms(flagged: pd.DataFrame, path) -> None:
         ax.set_title(f"{run_name(run)}:\n{labels.STABILITY_TEXT[run[col.stability]]}", fontsize=8)
         ax.set_xlabel("step time (ms)")
         ax.set_ylabel("steps")
-    _figure_legend(fig, list(axes)[:1])
+    figure_legend(fig, list(axes)[:1])
     fig.savefig(path)
     plt.close(fig)
 
 
 def drift_figure(ordered: pd.DataFrame, path) -> None:
     """Throughput ÷ its cell's median against run order, one colour per framework."""
-    fig, (ax,) = _grid(1, width=7.0, height=3.2)
+    fig, (ax,) = grid(1, width=7.0, height=3.2)
     for framework, group in ordered.groupby(col.framework, sort=True):
         ax.plot(
             group["order"],

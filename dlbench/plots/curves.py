@@ -10,13 +10,13 @@ import pandas as pd
 from dlbench import labels
 from dlbench.analysis.columns import col
 from dlbench.coords import Scale
-from dlbench.plots.figures import _faceted, _panel_title, colour, facets
+from dlbench.plots.layout import colour, faceted, facets, panel_title
 
 DASHES = ["-", "--", ":", "-."]
 
 
 def loss_figure(curves: pd.DataFrame, path) -> None:
-    _faceted(facets(curves), _loss_panel, path, "no run recorded a loss")
+    faceted(facets(curves), _loss_panel, path, "no run recorded a loss")
 
 
 def _loss_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
@@ -30,7 +30,7 @@ def _loss_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) ->
         ax.plot(by_step["seen"], by_step["loss"], style, color=colour(framework), label=name, linewidth=1.4)
         ax.fill_between(by_step["seen"], by_step["low"], by_step["high"], color=colour(framework), alpha=0.15)
     model = key[0]
-    ax.set_title(_panel_title(key, with_model))
+    ax.set_title(panel_title(key, with_model))
     ax.set_xlabel(f"{labels.unit(model).removesuffix('/s')} seen")
     ax.set_ylabel("training loss")
     ax.grid(alpha=0.3)

@@ -1,164 +1,36 @@
-"""Figures from cells.csv (matplotlib). One style: each framework's colour and label from its
+"""Figures from cells.csv (matplotlib): throughput, speedup, real vs synthetic data, and measured
+vs reference numbers. One style (layout): each framework's colour and label from its
 capabilities (dlbench.runners), units on axes."""
 
 from __future__ import annotations
 
-import base64
-import io
-import math
-import zlib
-from collections.abc import Callable
+import pandas as pd
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.container import BarContainer  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
-
-from dlbench import labels  # noqa: E402
-from dlbench.analysis.aggregate import real_data_pairs  # noqa: E402
+from dlbench import labels
+from dlbench.analysis.aggregate import real_data_pairs
 from dlbench.analysis.columns import col
-from dlbench.coords import SINGLE_DEVICE  # noqa: E402
-from dlbench.runners import capabilities, framework_names  # noqa: E402
-
-# For a framework that is not registered (an archive's raw logs).
-FALLBACK_COLOURS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2"]
-
-# Constrained layout (_grid) fits titles and labels; a "tight" bounding box would draw each figure twice.
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.dpi": 110, "savefig.bbox": None})
-
-
-def colour(framework: str) -> str:
-    if framework in framework_names():
-        return capabilities(framework).colour
-    # crc32, not hash(): str hashes differ between processes, and the colour must not.
-    return FALLBACK_COLOURS[zlib.crc32(framework.encode()) % len(FALLBACK_COLOURS)]
-
-
-# Facets: rows (model, batch) by columns (data, precision); more panels than this are not drawn
-# in one figure (the caller splits by model, docs/report.md: how the report scales).
-MAX_PANELS = 24
-PANEL_WIDTH, PANEL_HEIGHT = 4.4, 3.0
-FACET_ROWS, FACET_COLUMNS = [col.model, col.batch], [col.data, col.precision]
-
-
-def _grid(n: int, width: float = 5.0, height: float = 3.6, cols: int = 2):
-    """`n` panels, `cols` to a row, laid out by matplotlib's constrained layout (titles never
-    overlap the row above)."""
-    cols = max(1, min(n, cols))
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    return fig, axes.flat
-
-
-def _batch_order(batch) -> tuple:
-    return (str(batch) == "max", str(batch).zfill(8))
-
-
-def facets(cells: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
-    """The panels that have cells, as ((model, batch, data, precision), cells): model, batch per
-    device (numbers, then max), data, precision."""
-    keys = FACET_ROWS + FACET_COLUMNS
-    groups = list(cells.groupby(keys, sort=False))
-    groups.sort(key=lambda g: (_model_order(g[0][0]), _batch_order(g[0][1]), g[0][2] != "synthetic", g[0][3]))
-    return groups
-
-
-def _model_order(model: str) -> int:
-    from dlbench.models import CATALOGUE
-
-    return list(CATALOGUE).index(model) if model in CATALOGUE else len(CATALOGUE)
-
-
-def _facet_axes(panels: list, width: float = PANEL_WIDTH, height: float = PANEL_HEIGHT):
-    """A figure with one axes per panel: a row per (model, batch), a column per (data,
-    precision) where the panels fill such a grid, else `cols` to a row."""
-    columns = list(dict.fromkeys((k[2], k[3]) for k, _ in panels))
-    cols = len(columns) if 1 < len(columns) <= 3 else min(len(panels), 3 if len(columns) == 1 else 2)
-    fig, axes = _grid(len(panels), width, height, cols=cols)
-    return fig, list(axes)[: len(panels)]
-
-
-def _panel_title(key: tuple, with_model: bool = True) -> str:
-    model, batch, data, precision = key
-    head = f"{labels.model_title(model)}\n" if with_model else ""
-    return f"{head}batch {batch}/device · {data} · {precision}"
-
-
-# Legend rows a figure's own height holds; each further row adds its height in inches.
-LEGEND_ROWS_FITTED, LEGEND_ROW_INCHES = 3, 0.2
-
-
-def _figure_legend(fig, axes) -> None:
-    """One legend for the whole figure, above the panels (not one per panel over the bars), as
-    wide as the panels; a bar's entry is its plain colour (a hatched first bar is not the series)."""
-    unique: dict = {}
-    for ax in axes:
-        for handle, name in zip(*ax.get_legend_handles_labels(), strict=False):
-            if isinstance(handle, BarContainer):
-                handle = Patch(facecolor=handle.patches[0].get_facecolor())
-            unique.setdefault(name, handle)
-    if unique:
-        columns = 2 * axes[0].get_gridspec().ncols if axes else 2
-        # A long legend (many strategies and training options) gets height of its own.
-        rows = -(-len(unique) // min(len(unique), columns))
-        if rows > LEGEND_ROWS_FITTED:
-            fig.set_figheight(fig.get_figheight() + LEGEND_ROW_INCHES * (rows - LEGEND_ROWS_FITTED))
-        fig.legend(
-            unique.values(), unique.keys(), loc="outside upper center", ncols=min(len(unique), columns), fontsize=8
-        )
-
-
-def _too_many(fig, panels: list, shown: int) -> None:
-    if len(panels) > shown:
-        fig.suptitle(f"first {shown} of {len(panels)} panels", fontsize=9)
-
-
-def png_data_uri(draw: Callable[[pd.DataFrame, io.BytesIO], None], data: pd.DataFrame) -> str:
-    """A figure drawn by `draw(data, file)` as a `data:` URI, for a self-contained HTML page."""
-    png = io.BytesIO()
-    draw(data, png)
-    return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
-
-
-def _one_model(panels: list) -> bool:
-    return len({k[0] for k, _ in panels}) == 1
-
-
-def _message_figure(path, text: str) -> None:
-    """A figure file the pipeline asked for, where nothing can be drawn: the reason, in words."""
-    fig, ax = plt.subplots(figsize=(6.0, 1.2), layout="constrained")
-    ax.text(0.5, 0.5, text, ha="center", va="center")
-    ax.set_axis_off()
-    fig.savefig(path)
-    plt.close(fig)
+from dlbench.coords import SINGLE_DEVICE
+from dlbench.plots.layout import (
+    MAX_PANELS,
+    PANEL_HEIGHT,
+    PANEL_WIDTH,
+    colour,
+    faceted,
+    facets,
+    figure_legend,
+    grid,
+    message_figure,
+    panel_title,
+    plt,
+    scale_ticks,
+)
 
 
 def throughput_figure(cells: pd.DataFrame, path) -> None:
     """Bars per scale, grouped by framework (and strategy), a panel per model, batch, data and
     precision with cells; failed cells are labelled with their status."""
-    _faceted(facets(cells), _throughput_panel, path, "no cell in this grid")
-
-
-def _faceted(panels: list, draw_panel, path, nothing: str) -> None:
-    """Up to MAX_PANELS panels, each drawn by `draw_panel(ax, key, cells, with_model)`, one legend
-    above them; `nothing`: the figure's text where there is no panel."""
-    if not panels:
-        _message_figure(path, nothing)
-        return
-    shown = panels[:MAX_PANELS]
-    fig, axes = _facet_axes(shown)
-    for ax, (key, panel) in zip(axes, shown, strict=True):
-        draw_panel(ax, key, panel, with_model=not _one_model(shown))
-    _figure_legend(fig, axes)
-    _too_many(fig, panels, len(shown))
-    fig.savefig(path)
-    plt.close(fig)
+    faceted(facets(cells), _throughput_panel, path, "no cell in this grid")
 
 
 def _series(panel: pd.DataFrame) -> list[tuple[str, str]]:
@@ -178,11 +50,6 @@ def _error_bar(cell) -> list[list[float]] | float | None:
         return [[max(0.0, value - low)], [max(0.0, high - value)]]
     std = cell.get(col.std)
     return std if std == std else None
-
-
-def _scale_ticks(ax, scales: list[str]) -> None:
-    ax.set_xticks(range(len(scales)))
-    ax.set_xticklabels([f"{s}\n{labels.caict(s)}" for s in scales], fontsize=8)
 
 
 def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
@@ -216,10 +83,10 @@ def _throughput_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = Tr
             if cell[col.status] != "ok":
                 text = labels.status_label(cell[col.status])
                 ax.text(x, top * 0.04, text, rotation=90, ha="center", va="bottom", fontsize=7, color="black")
-    _scale_ticks(ax, scales)
+    scale_ticks(ax, scales)
     ax.set_xlim(-0.5, len(scales) - 0.5)  # status labels of the outer bars stay inside
     ax.set_ylabel(f"throughput ({labels.unit(key[0])})")
-    ax.set_title(_panel_title(key, with_model), fontsize=9)
+    ax.set_title(panel_title(key, with_model), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -235,7 +102,7 @@ def scaled_facets(cells: pd.DataFrame) -> tuple[list[tuple[tuple, pd.DataFrame]]
 def speedup_figure(cells: pd.DataFrame, path) -> None:
     """Speedup over the 1-device cell against devices, with the ideal (linear) line; only the
     panels with a multi-device speedup (a one-scale panel has none to draw)."""
-    _faceted(scaled_facets(cells)[0], _speedup_panel, path, "one scale: no speedup")
+    faceted(scaled_facets(cells)[0], _speedup_panel, path, "one scale: no speedup")
 
 
 def _speedup_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
@@ -272,7 +139,7 @@ def _speedup_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True)
     ax.margins(x=0.08)
     ax.set_xlabel(col.devices)
     ax.set_ylabel("speedup over 1 device")
-    ax.set_title(_panel_title(key, with_model), fontsize=9)
+    ax.set_title(panel_title(key, with_model), fontsize=9)
     ax.grid(alpha=0.3)
 
 
@@ -283,9 +150,9 @@ def data_figure(cells: pd.DataFrame, path) -> None:
     pairs = real_data_pairs(cells)
     groups = list(pairs.groupby([col.model, col.batch, col.precision], sort=True))[:MAX_PANELS]
     if not groups:
-        _message_figure(path, "no real-data cell with a synthetic twin in this grid")
+        message_figure(path, "no real-data cell with a synthetic twin in this grid")
         return
-    fig, axes = _grid(len(groups), PANEL_WIDTH, PANEL_HEIGHT, cols=min(len(groups), 2))
+    fig, axes = grid(len(groups), PANEL_WIDTH, PANEL_HEIGHT, cols=min(len(groups), 2))
     for ax, ((model, batch, precision), group) in zip(axes, groups, strict=False):
         scales = labels.sorted_scales(group[col.scale].unique())
         series = list(dict.fromkeys(zip(group[col.framework], group[col.strategy], strict=True)))
@@ -304,12 +171,12 @@ def data_figure(cells: pd.DataFrame, path) -> None:
                 note = f"×{ratio:.2f}" + (f"\nwait {wait:.0%}" if wait == wait and wait is not None else "")
                 ax.annotate(note, (x, ratio), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
         ax.axhline(1.0, color="black", ls="--", lw=1)
-        _scale_ticks(ax, scales)
+        scale_ticks(ax, scales)
         ax.set_ylabel("real ÷ synthetic throughput")
         ax.set_title(f"{labels.model_title(model)} · batch {batch}/device · {precision}", fontsize=9)
         ax.margins(y=0.25)
         ax.grid(axis="y", alpha=0.3)
-    _figure_legend(fig, list(axes)[: len(groups)])
+    figure_legend(fig, list(axes)[: len(groups)])
     fig.savefig(path)
     plt.close(fig)
 

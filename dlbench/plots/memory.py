@@ -10,7 +10,7 @@ from matplotlib.patches import Rectangle
 
 from dlbench import labels
 from dlbench.analysis.columns import col
-from dlbench.plots.figures import _faceted, _panel_title, _scale_ticks, colour, facets
+from dlbench.plots.layout import colour, faceted, facets, panel_title, scale_ticks
 
 STRATEGY_HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--", "||", "**"]
 
@@ -20,7 +20,7 @@ def has_memory(cells: pd.DataFrame) -> bool:
 
 
 def memory_figure(cells: pd.DataFrame, path) -> None:
-    _faceted(facets(cells[cells[col.peak_memory_gib].notna()]), _memory_panel, path, "no run recorded its memory")
+    faceted(facets(cells[cells[col.peak_memory_gib].notna()]), _memory_panel, path, "no run recorded its memory")
 
 
 def _memory_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) -> None:
@@ -44,8 +44,8 @@ def _memory_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) 
         ax.add_patch(
             Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="black", hatch=hatch[strategy], label=strategy)
         )
-    _scale_ticks(ax, scales)
+    scale_ticks(ax, scales)
     ax.set_xlim(-0.5, len(scales) - 0.5)
     ax.set_ylabel("peak memory per rank (GiB)")
-    ax.set_title(_panel_title(key, with_model), fontsize=9)
+    ax.set_title(panel_title(key, with_model), fontsize=9)
     ax.grid(axis="y", alpha=0.3)

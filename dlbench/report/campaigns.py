@@ -19,6 +19,8 @@ from dlbench.campaigns import compare as cmp
 from dlbench.campaigns.published import MISSING, find, import_published
 from dlbench.coords import CELL_FIELDS
 from dlbench.plots import figures as figs
+from dlbench.plots.history import history_figure
+from dlbench.plots.layout import png_data_uri
 from dlbench.report.cells import throughput_tables
 
 # Published campaigns shown whole (tables and scaling figure); the others are listed.
@@ -90,7 +92,7 @@ def _shown(campaign: Campaign, measured: Campaign | None, tolerance: float) -> d
         "hardware": campaign.manifest["hardware"]["gpu"],
         "protocol": _protocol_text(campaign.manifest["protocol"]),
         "tables": tables,
-        "figure": figs.png_data_uri(figs.speedup_figure, _figure_cells(campaign.cells)),
+        "figure": png_data_uri(figs.speedup_figure, _figure_cells(campaign.cells)),
         "figure_setup": labels.setup(*_figure_cells(campaign.cells).iloc[0][[col.batch, col.precision, col.data]]),
         "matches": _matches(campaign, measured, tolerance) if measured is not None else None,
     }
@@ -114,7 +116,7 @@ def _history(measured: Campaign | None, earlier: list[str]) -> dict | None:
         }
         for _, c in found.changes.iterrows()
     ]
-    figure = figs.png_data_uri(lambda data, png: history.figure(data, png), found)
+    figure = png_data_uri(history_figure, found)
     return {"needs": "", "campaigns": found.campaigns, "rows": rows, "figure": figure}
 
 

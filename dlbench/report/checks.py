@@ -13,7 +13,7 @@ from dlbench.analysis.placement import placement_table
 from dlbench.analysis.stats import finite
 from dlbench.findings.checks import run_name
 from dlbench.plots import checks as check_figures
-from dlbench.plots import figures as figs
+from dlbench.plots.layout import png_data_uri
 
 HISTOGRAMS = 6  # flagged runs drawn, those whose step time moved most (the table lists every one)
 
@@ -48,7 +48,7 @@ def stability_part(runs: pd.DataFrame) -> dict:
         for _, r in flagged.iterrows()
     ]
     drawn = flagged.head(HISTOGRAMS)
-    figure = figs.png_data_uri(check_figures.step_histograms, drawn) if rows else None
+    figure = png_data_uri(check_figures.step_histograms, drawn) if rows else None
     counts = {labels.STABILITY_TEXT[v]: int((judged[col.stability] == v).sum()) for v in ("steady", "trend", "bimodal")}
     return {
         "judged": len(judged),
@@ -89,7 +89,7 @@ def drift_part(runs: pd.DataFrame) -> dict:
     ]
     ordered = in_run_order(runs)
     spread = len(ordered) > 1 and ordered["elapsed_s"].nunique() > 1
-    figure = figs.png_data_uri(check_figures.drift_figure, ordered) if spread else None
+    figure = png_data_uri(check_figures.drift_figure, ordered) if spread else None
     return {"rows": rows, "figure": figure}
 
 

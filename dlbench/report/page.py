@@ -15,7 +15,7 @@ from dlbench.analysis.losses import LOSSES_FILE
 from dlbench.analysis.stats import finite
 from dlbench.findings import grid as fnd
 from dlbench.findings.checks import check_findings
-from dlbench.plots import figures as figs
+from dlbench.plots import layout
 from dlbench.provenance import sha256_file
 from dlbench.report.campaigns import generated_text
 from dlbench.report.campaigns import section as campaigns_section
@@ -167,7 +167,7 @@ def render(
         sanity_meaning=labels.SANITY_MEANING,
         site_env=(labels.SITE_ENV_MARK, labels.SITE_ENV_TEXT) if _site_cells(cells) else None,
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
-        colour=figs.colour,
+        colour=layout.colour,
         campaigns=campaigns,
         grid_size=grid_size(cells),
         summary_findings=SUMMARY_FINDINGS,

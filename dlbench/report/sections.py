@@ -15,6 +15,7 @@ from dlbench.models import CATALOGUE
 from dlbench.planning.grid import planned_sizes
 from dlbench.plots import figures as figs
 from dlbench.plots.curves import loss_figure
+from dlbench.plots.layout import batch_order, facets, png_data_uri
 from dlbench.plots.memory import has_memory, memory_figure
 from dlbench.report.cells import cell_id, finding_html, throughput_tables
 
@@ -121,7 +122,7 @@ def headline_cells(cells: pd.DataFrame) -> pd.DataFrame:
     chosen = []
     for _, mine in cells[cells[col.throughput].map(finite)].groupby(col.model, sort=False):
         keys = mine.groupby([col.batch, col.data, col.precision]).size().reset_index(name=col.n)
-        keys = keys.assign(synthetic=keys[col.data] == "synthetic", order=keys[col.batch].map(figs._batch_order))
+        keys = keys.assign(synthetic=keys[col.data] == "synthetic", order=keys[col.batch].map(batch_order))
         best = keys.sort_values([col.n, "synthetic", "order"], ascending=False).iloc[0]
         picked = (cells[col.model] == mine[col.model].iloc[0]) & (cells[col.batch] == best[col.batch])
         chosen.append(
@@ -135,7 +136,7 @@ def summary_figure(cells: pd.DataFrame) -> str | None:
     model at its headline setup (headline_cells), 95% CIs as error bars (None: no number yet)."""
     if cells.empty or not cells[col.throughput].map(finite).any():
         return None
-    return figs.png_data_uri(figs.throughput_figure, headline_cells(cells))
+    return png_data_uri(figs.throughput_figure, headline_cells(cells))
 
 
 def _parameters(runs: pd.DataFrame, model: str) -> list[str]:
@@ -177,9 +178,9 @@ def model_sections(
                 "findings": [finding_html(f) for f in findings],
                 "finding_topics": finding_topics(findings),
                 "tables": [t for t in all_tables if t["key"][0] == model],
-                "throughput_figure": figs.png_data_uri(figs.throughput_figure, mine) if has_number else None,
-                "speedup_figure": figs.png_data_uri(figs.speedup_figure, mine) if scaled else None,
-                "throughput_wide": len(figs.facets(mine)) > 1,
+                "throughput_figure": png_data_uri(figs.throughput_figure, mine) if has_number else None,
+                "speedup_figure": png_data_uri(figs.speedup_figure, mine) if scaled else None,
+                "throughput_wide": len(facets(mine)) > 1,
                 "speedup_wide": len(scaled) > 1,
                 "data_wide": mine[[col.batch, col.precision]].drop_duplicates().shape[0] > 1,
                 "one_scale": [labels.setup(batch, precision, data) for _, batch, data, precision in one_scale],
@@ -198,10 +199,10 @@ def _training(cells: pd.DataFrame, curves: pd.DataFrame | None, model: str) -> d
     mine = curves[curves[col.model] == model] if curves is not None and not curves.empty else None
     drawn = mine is not None and mine["loss"].map(finite).any()
     return {
-        "memory_figure": figs.png_data_uri(memory_figure, cells) if has_memory(cells) else None,
+        "memory_figure": png_data_uri(memory_figure, cells) if has_memory(cells) else None,
         col.memory_basis: ", ".join(sorted({labels.text(b) for b in cells.get(col.memory_basis, [])} - {""})),
-        "loss_figure": figs.png_data_uri(loss_figure, mine) if drawn else None,
-        "loss_wide": drawn and len(figs.facets(mine)) > 1,
+        "loss_figure": png_data_uri(loss_figure, mine) if drawn else None,
+        "loss_wide": drawn and len(facets(mine)) > 1,
         "convergence_rows": convergence_rows(cells),
     }
 
@@ -252,7 +253,7 @@ def data_comparison(cells: pd.DataFrame) -> tuple[list[dict], str | None]:
         }
         for _, c in pairs.iterrows()
     ]
-    return rows, figs.png_data_uri(figs.data_figure, cells)
+    return rows, png_data_uri(figs.data_figure, cells)
 
 
 def sanity_rows(cells: pd.DataFrame) -> list[dict]:
@@ -321,5 +322,5 @@ def published_vs_measured(references: pd.DataFrame | None, settings: dict, found
     out["rows"] = [_reference_row(r) for _, r in refs.iterrows()]
     plotted = refs[refs["ratio"].map(finite)]
     if not plotted.empty:
-        out["figure"] = figs.png_data_uri(lambda data, png: figs.reference_figure(data, tolerance, png), plotted)
+        out["figure"] = png_data_uri(lambda data, png: figs.reference_figure(data, tolerance, png), plotted)
     return out
