@@ -13,6 +13,7 @@ from dlbench.analysis import drift, placement, stability
 from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
 from dlbench.findings import checks
+from dlbench.planning import placement as spreading
 from dlbench.report import checks as report_checks
 from dlbench.report import render
 from dlbench.steplog import StepLogWriter, rank_log_name
@@ -130,18 +131,18 @@ def test_a_cell_whose_repeats_split_by_node_is_flagged():
 
 def test_repeats_spread_over_nodes_in_a_moving_window():
     nodes = ["n1", "n2", "n3"]
-    assert [placement.spread_nodelist(1, r, nodes) for r in (1, 2, 3, 4)] == [
+    assert [spreading.spread_nodelist(1, r, nodes) for r in (1, 2, 3, 4)] == [
         "--nodelist=n1",
         "--nodelist=n2",
         "--nodelist=n3",
         "--nodelist=n1",
     ]
-    assert placement.spread_nodelist(2, 2, nodes) == "--nodelist=n3,n1"
-    assert placement.spread_nodelist(3, 1, nodes) == "" and placement.spread_nodelist(1, 1, []) == ""
+    assert spreading.spread_nodelist(2, 2, nodes) == "--nodelist=n3,n1"
+    assert spreading.spread_nodelist(3, 1, nodes) == "" and spreading.spread_nodelist(1, 1, []) == ""
     static = {"nodes": 1, "slurm_extra": "--ntasks-per-node=2"}
-    spread = placement.spread_resources(static, 1, ["n1", "n2"])
+    spread = spreading.spread_resources(static, 1, ["n1", "n2"])
     assert spread["slurm_extra"](SimpleNamespace(repeat="2")) == "--ntasks-per-node=2 --nodelist=n2"
-    assert placement.spread_resources(static, 2, ["n1", "n2"]) is static
+    assert spreading.spread_resources(static, 2, ["n1", "n2"]) is static
 
 
 def drift_row(drift_verdict: str, order: tuple, time: tuple, runs: int = 12) -> dict:

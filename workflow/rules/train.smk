@@ -1,7 +1,7 @@
 # One job per run: the launcher starts one process per device in the framework's
 # environment; each rank writes its raw step log next to launch.json.
 from dlbench.planning import deployment as dlbench_deployment
-from dlbench.analysis import placement as dlbench_placement
+from dlbench.planning import placement as dlbench_placement
 from dlbench.planning import run_order as dlbench_run_order
 from dlbench.planning import packing as dlbench_packing
 from dlbench.coords import RUN_LOG_TEMPLATE, Scale
