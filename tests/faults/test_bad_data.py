@@ -27,12 +27,12 @@ WITHOUT_ROOT_READ = ["setpriv", "--bounding-set", "-dac_override,-dac_read_searc
 
 
 def dry_run(workdir, source, prefix=()) -> list[str]:
-    """`snakemake -n` of the default grid with data.images.source set; its 'invalid config' lines."""
+    """`snakemake -n` of the default grid with data.images.source set on the command line; its
+    'invalid config' lines."""
     (workdir / "config").mkdir(parents=True)
     shutil.copy(REPO / "config/config.yaml", workdir / "config/config.yaml")
-    (workdir / "source.yaml").write_text(f"data:\n  images:\n    source: {source}\n")
     cmd = [*prefix, *SNAKEMAKE, "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
-    cmd += ["--configfile", str(workdir / "source.yaml")]
+    cmd += ["--config", f"data={{images: {{source: {source}}}}}"]
     result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode != 0
     assert not (workdir / "results").exists()
@@ -44,7 +44,7 @@ def test_a_source_that_is_not_an_imagenet_layout_is_named(tmp_path):
     imagenet.generate(tmp_path / "generated", **SMALL)
     (tmp_path / "generated/train").rename(flat)  # <wnid>/*.JPEG without the train/ level
     assert dry_run(tmp_path / "work", flat) == [
-        f"invalid config: data.images.source: {flat / 'train'}: training image directory not found "
+        f"invalid config: --config: data.images.source: {flat / 'train'}: training image directory not found "
         "(expected <root>/train/<wnid>/*.JPEG)"
     ]
 
@@ -60,7 +60,7 @@ def test_an_unreadable_data_directory_is_named(tmp_path):
     finally:
         (source / "train").chmod(0o755)
     assert lines == [
-        f"invalid config: data.images.source: {source / 'train'}: cannot read this directory (Permission denied)"
+        f"invalid config: --config: data.images.source: {source / 'train'}: cannot read this directory (Permission denied)"
     ]
 
 
