@@ -6,7 +6,7 @@ Versioned JSON Lines, one file per rank (`rank<k>.steps.jsonl`):
   lines 2..  {"type": "step", "i": 0, "phase": "warmup", "t_start": .., "t_end": .., "samples": 8, "loss": 6.9}
   last line  {"type": "footer", "status": "ok" | "oom" | "failed" | "timeout" | "cancelled", "error": null}
 
-The JSON schema is `workflow/schemas/steplog.schema.json`; `StepLogWriter` is the one writer
+The JSON schema is dlbench.schemas' `steplog`; `StepLogWriter` is the one writer
 and `read_steplog` the one reader. The writer is stdlib only (it runs in every framework
 environment); the reader validates header and footer against the schema file (with a
 compiled validator, imported lazily: the analysis environment has it) and checks step
@@ -23,11 +23,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlbench.schemas import load_schema
+
 SCHEMA = "dlbench.steplog/2"
 # Versions the reader takes: /2 added the header's `sync` and the footer's `energy` (absent
 # from a /1 log: per-step sync, energy not measured).
 READABLE_SCHEMAS = ("dlbench.steplog/1", SCHEMA)
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "steplog.schema.json"
 STATUSES = ("ok", "oom", "failed", "timeout", "cancelled")
 PHASES = ("warmup", "measure")
 
@@ -177,7 +178,7 @@ def _record_validators() -> dict:
     """
     import fastjsonschema
 
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema = load_schema("steplog")
     return {branch["properties"]["type"]["const"]: fastjsonschema.compile(branch) for branch in schema["oneOf"]}
 
 

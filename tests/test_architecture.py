@@ -84,6 +84,7 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
         "workload",
         "protocol",
         "steplog",
+        "schemas",
         "provenance",
         "files",
         "labels",

@@ -12,7 +12,6 @@ import yaml
 from dlbench.planning import config as dlbench_config
 from tests.conftest import REPO
 
-SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")
 with open(REPO / "config/config.yaml") as f:
     BASE = yaml.safe_load(f)
 
@@ -37,12 +36,12 @@ def with_data(data: dict) -> dict:
     ],
 )
 def test_schema_names_the_bad_data_key(data, expected):
-    assert dlbench_config.schema_problem(with_data(data), SCHEMA) == expected
+    assert dlbench_config.schema_problem(with_data(data)) == expected
 
 
 def test_embedded_default_and_real_source_are_valid():
-    assert dlbench_config.schema_problem(BASE, SCHEMA) is None
-    assert dlbench_config.schema_problem(with_data({"images": {"source": "/data/imagenet"}}), SCHEMA) is None
+    assert dlbench_config.schema_problem(BASE) is None
+    assert dlbench_config.schema_problem(with_data({"images": {"source": "/data/imagenet"}})) is None
 
 
 def snakemake(tmp_path, override: dict, *targets: str) -> subprocess.CompletedProcess:

@@ -1,6 +1,6 @@
 """runs.csv and cells.csv: their columns declared once, beside the step-log contract.
 
-`workflow/schemas/runs.schema.yaml` and `cells.schema.yaml` (JSON Schema, one row a record) name
+The schemas `runs` and `cells` (dlbench.schemas; JSON Schema, one row a record) name
 each column with its type, unit and meaning; everything else follows from them:
 
 - `col`: every column's name (`cells[col.throughput]`); no other module of the analysis, findings,
@@ -25,11 +25,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
-import yaml
 
 from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS
+from dlbench.schemas import load_schema, schema_path
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "workflow" / "schemas"
 TABLES_SCHEMA = "dlbench.tables/2"
 # The versions read_runs/read_cells take; a manifest without `tables_schema` predates it: /1.
 # Version 1 predates the training options: its runs trained at their defaults.
@@ -95,13 +94,12 @@ class Table:
 
 
 def _load(name: str) -> Table:
-    path = SCHEMA_DIR / f"{name}.schema.yaml"
-    schema = yaml.safe_load(path.read_text(encoding="utf-8"))
+    schema = load_schema(name)
     columns = {
         key: Column(key, spec["type"], spec.get("unit", ""), spec["description"])
         for key, spec in schema["properties"].items()
     }
-    return Table(schema["title"], path, schema["description"], schema["version"], columns)
+    return Table(schema["title"], schema_path(name), schema["description"], schema["version"], columns)
 
 
 RUNS = _load("runs")

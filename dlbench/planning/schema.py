@@ -1,32 +1,25 @@
-"""The config schema (workflow/schemas/config.schema.yaml): read once, its defaults the one
-source of every default setting, its check with one short message naming the key and the
-bad value. Stdlib and PyYAML at import (jsonschema inside the checks: the analysis environment)."""
+"""The config schema (dlbench.schemas, "config"): read once, its defaults the one source of
+every default setting, its check with one short message naming the key and the bad value.
+Stdlib and PyYAML at import (jsonschema inside the checks: the analysis environment)."""
 
 from __future__ import annotations
 
 import copy
-import functools
 import os
 
 import yaml
 
+from dlbench.schemas import load_schema, schema_path
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG_SCHEMA = os.path.join(REPO, "workflow", "schemas", "config.schema.yaml")
+# The file, for a validator that reads it by path (Snakemake's `validate`).
+CONFIG_SCHEMA = str(schema_path("config"))
 
 
-@functools.cache
-def _load_schema(schema_path: str) -> dict:
-    # libyaml's loader where PyYAML has it: the pure-Python one takes a tenth of a second
-    # for this schema, on every `snakemake` invocation.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(schema_path) as f:
-        return yaml.load(f, Loader=loader)  # noqa: S506 (a safe loader)
-
-
-def schema_defaults(*keys: str, schema_path: str = CONFIG_SCHEMA) -> dict:
+def schema_defaults(*keys: str) -> dict:
     """The schema's defaults of the object at `keys` (e.g. "data", "text"): the one source
     of every default setting."""
-    node = _load_schema(schema_path)
+    node = load_schema("config")
     for key in keys:
         node = node["properties"][key]
     return {name: copy.deepcopy(prop["default"]) for name, prop in node["properties"].items() if "default" in prop}
@@ -45,7 +38,7 @@ def _path(error) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
-def fill_defaults(config: dict, schema_path: str = CONFIG_SCHEMA) -> None:
+def fill_defaults(config: dict) -> None:
     """Validate `config` against the schema and fill in its defaults, as Snakemake's
     `validate(config, schema, set_default=True)` does (jsonschema's documented recipe), on the
     schema read once with libyaml: Snakemake's reads it with the pure-Python loader on every
@@ -65,7 +58,7 @@ def fill_defaults(config: dict, schema_path: str = CONFIG_SCHEMA) -> None:
         yield from check_properties(validator, properties, instance, schema)
 
     filling = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": set_defaults})
-    filling(_load_schema(schema_path)).validate(config)
+    filling(load_schema("config")).validate(config)
 
 
 # Snakemake reads `--config run='{exclusive: true}'` with YAML's BaseLoader: every nested
@@ -90,11 +83,11 @@ def _command_line_scalar(value: str, subschema: dict):
     return value
 
 
-def schema_problem(config: dict, schema_path: str = CONFIG_SCHEMA) -> str | None:
+def schema_problem(config: dict) -> str | None:
     """None if `config` satisfies the schema, else e.g. `grid.batch_per_device[0]: -1 is ...`."""
     import jsonschema  # analysis environment only; the defaults are read in PyTorch's too
 
-    validator = jsonschema.Draft202012Validator(_load_schema(schema_path))
+    validator = jsonschema.Draft202012Validator(load_schema("config"))
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
