@@ -12,7 +12,7 @@ from dlbench.planning import config as dlbench_config
 from dlbench.planning import dag as planning
 from dlbench.planning import workdir_owner
 
-# No garbage collection while the grid is planned; it resumes when the run starts (planning.py).
+# No garbage collection while the grid is planned; it resumes when the run starts (planning/dag.py).
 planning.pause_collection()
 
 # A grid file is the whole experiment (dlbench/planning/origins.py): with --configfile, nothing

@@ -1,4 +1,4 @@
-"""LLM pretraining (issue #27), in numbers: the Llama shapes every framework builds, the
+"""LLM pretraining, in numbers: the Llama shapes every framework builds, the
 parameter and FLOP counts, RoPE's frequencies, the AdamW settings and the planning-time
 checks. Stdlib only (imported inside the framework environments); docs/frameworks/llm.md.
 

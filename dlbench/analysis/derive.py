@@ -1,7 +1,7 @@
 """The one derivation: raw step logs and FLOPs counts → runs.csv, cells.csv, cells.md,
 environment.json, losses.csv and campaign.json. The aggregate rule writes what it returns, the audit
 compares the stored files with it, and a campaign is regenerated through it, so the three
-cannot drift apart (issue #32: regenerate's cells had lost their TFLOP/s and MFU)."""
+cannot drift apart."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ for otherwise equal coordinates (tensorpack's fake-data locations, XLA); strateg
 strategy as a safe name, or `single` for the one 1-GPU number of a series. Sources with no rows
 in the file (seed 001, CAICT 2020: their numbers are in figures only) are named in MISSING.
 
-The LLM sources (issue #27: torchtitan's and NVIDIA's DGX Cloud recipes' Llama 3.1 8B rows on
+The LLM sources (torchtitan's and NVIDIA's DGX Cloud recipes' Llama 3.1 8B rows on
 H100, each with its repository, path and commit) are dlbench's own file, LLM_PUBLISHED, in the
 same columns; `import_published` adds its campaigns after the configured CSV's, so every
 reader of published campaigns (the report's campaigns section, `python -m dlbench.campaigns`)

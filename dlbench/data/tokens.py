@@ -1,4 +1,4 @@
-"""Real text for the LLMs (issue #27): a corpus tokenised byte-level and packed into
+"""Real text for the LLMs: a corpus tokenised byte-level and packed into
 fixed-length sequences (docs/frameworks/llm.md, Real text).
 
 Corpus: a UTF-8 file the config names (`data.text.corpus`; its blank-line-separated

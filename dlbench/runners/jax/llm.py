@@ -1,4 +1,4 @@
-"""The Llama of dlbench.llm in Flax linen (issue #27), layer for layer the PyTorch runner's
+"""The Llama of dlbench.llm in Flax linen, layer for layer the PyTorch runner's
 (dlbench/runners/pytorch/llm.py): RMSNorm, RoPE (Llama 3.1 scaling), grouped-query attention
 (jax.nn.dot_product_attention, causal), SwiGLU; its synthetic tokens, its real-text batches,
 and the jitted step with optax AdamW and the linear warm-up. Imports JAX: only `Runner.build` imports this module."""

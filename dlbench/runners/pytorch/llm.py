@@ -1,4 +1,4 @@
-"""A compact Llama for PyTorch (issue #27; transformers' LlamaForCausalLM of the same shape is
+"""A compact Llama for PyTorch (transformers' LlamaForCausalLM of the same shape is
 the independent reference it is measured against, benchmarks/llm_bare_loop.py): RMSNorm,
 RoPE (Llama 3.1 scaling), grouped-query attention through scaled_dot_product_attention
 (is_causal), SwiGLU; the shapes of dlbench.llm.SHAPES, random initialisation. Also its

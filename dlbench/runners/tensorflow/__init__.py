@@ -261,7 +261,7 @@ class Runner(BaseRunner):
             "xla": bool(self.spec.compile),
             "precision_policy": self.policy,
             "memory_format": "channels_last",
-            # Which model and training-step code ran (issue 14: the fastest known path).
+            # Which model and training-step code ran (the fastest known path).
             "implementation": self.workload.implementation,
             "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
             "cuda_build": bool(build.get("is_cuda_build")),
