@@ -1,12 +1,15 @@
-"""What a container costs a user, side by side in one sitting: pyxis (enroot) vs podman vs the
-venv (no container), the same 1x1 cell under the same launcher (srun) on the local Slurm cluster.
+"""What a container costs a user, side by side in one sitting: pyxis (enroot), Apptainer and podman
+vs the venv (no container), the same 1x1 cell under the same launcher (srun) on the local Slurm
+cluster.
 
     .venvs/analysis/bin/python benchmarks/container_overhead.py [--framework pytorch] [--starts 5]
-        [--modes none podman pyxis] [--model resnet50] [--batch 8] [--image-size 64]
-        [--warmup 4] [--steps 15] [--threads 2] [--squashfs-builds 2] [--tolerance 0.05] [--json OUT]
+        [--modes none podman pyxis apptainer] [--model resnet50] [--batch 8] [--image-size 64]
+        [--warmup 4] [--steps 15] [--threads 2] [--squashfs-builds 2] [--sif-builds 2]
+        [--tolerance 0.05] [--json OUT]
 
 1. Image → squashfs: `dlbench.images.squashfs.build` of the framework's pinned podman image,
-   --squashfs-builds times (the median; the same bytes every time).
+   --squashfs-builds times (the median; the same bytes every time). Image → SIF: `apptainer
+   build` from the image's OCI archive, --sif-builds times (the median), the last one pinned.
 2. Start-up: per start, from just before this process runs the launcher (`python -m
    dlbench.launch`) to step 0's t_start in the rank's step log, both read from CLOCK_MONOTONIC
    (time.perf_counter is that clock on Linux, in a container too). It includes what every run
@@ -23,8 +26,8 @@ venv (no container), the same 1x1 cell under the same launcher (srun) on the loc
 Every round runs each mode once, in an order that rotates from round to round, so that the
 shared machine's drift hits all alike. Runs inside one allocation of the local cluster
 (tools/slurm-local/up.sh): the script re-runs itself under `salloc -N1 -n1` when started
-outside one. Needs the framework's venv and podman image; pyxis where it is installed
-(by their own guides: docs/containers.md), else that mode is left out, saying why.
+outside one. Needs the framework's venv and podman image; pyxis and Apptainer where they are
+installed (by their own guides: docs/containers.md), else that mode is left out, saying why.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from dlbench.launch import LaunchRequest  # noqa: E402
 from dlbench.protocol import RunProtocol  # noqa: E402
 from dlbench.steplog import read_steplog  # noqa: E402
 
-MODES = ("none", "podman", "pyxis")
+MODES = ("none", "podman", "pyxis", "apptainer")
 PYXIS_PLUGIN = Path(os.environ.get("DLBENCH_PYXIS_PLUGIN", "/usr/local/lib/slurm/spank_pyxis.so"))
 SETUP = re.compile(r"\[(\d+)\.(\d+)\] pyxis: completed container setup in (\d+) ms")
 
@@ -71,6 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mem-mb", type=int, default=6000)
     p.add_argument("--squashfs-builds", type=int, default=2)
+    p.add_argument("--sif-builds", type=int, default=2)
     p.add_argument("--tolerance", type=float, default=stats.SAME_TOLERANCE, help="± band of 'same' throughput")
     p.add_argument("--json", type=Path, default=None, help="write every figure here too")
     return p.parse_args(argv)
@@ -81,6 +85,28 @@ def pyxis_missing() -> str | None:
         return "enroot/pyxis not installed (their own install guides: docs/containers.md)"
     said = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
     return None if "--container-image" in said else "pyxis not loaded by the cluster (tools/slurm-local/up.sh)"
+
+
+def missing(mode: str) -> str | None:
+    """Why a runtime's mode cannot run here (None: it can)."""
+    if mode == "pyxis":
+        return pyxis_missing()
+    if mode == "apptainer" and shutil.which("apptainer") is None:
+        return "apptainer not installed (its own install guide: docs/containers.md)"
+    return None
+
+
+def sif_builds(framework: str, count: int) -> dict:
+    """Image → SIF from the pinned OCI archive, `count` times (at least once: the last is pinned)."""
+    store, seconds = images.images_dir(), []
+    for _ in range(max(count, 1)):
+        lock = images.ensure(framework, store)
+        (store / lock["sif"]).unlink(missing_ok=True)  # apptainer build refuses to overwrite
+        started = time.monotonic()
+        subprocess.run(images.sif_command(framework, store), check=True, capture_output=True)
+        seconds.append(round(time.monotonic() - started, 2))
+    images.pin_sif(framework, store)
+    return {"seconds": seconds, "median_s": stats.median(seconds), "bytes": (store / lock["sif"]).stat().st_size}
 
 
 def squashfs_builds(framework: str, count: int) -> dict:
@@ -186,10 +212,11 @@ def summary(found: dict[str, list[dict]], tolerance: float = stats.SAME_TOLERANC
 
 
 def report(result: dict) -> None:
-    sq = result.get("squashfs")
-    if sq:
-        builds = f"{sq['median_s']:.1f} s median of {sq['seconds']}"
-        print(f"image → squashfs ({result['framework']}): {builds}, {sq['bytes']} bytes")
+    for kind in ("squashfs", "sif"):
+        if result.get(kind):
+            built = result[kind]
+            builds = f"{built['median_s']:.1f} s median of {built['seconds']}"
+            print(f"image → {kind} ({result['framework']}): {builds}, {built['bytes']} bytes")
     print(f"{'mode':8} {'start-up s':>11} {'+ vs venv':>10} {'img/s':>8} {'÷ venv [95 % CI]':>26}  verdict")
     for mode, row in result["modes"].items():
         extra = f"{row['startup_extra_s']:+.1f}" if "startup_extra_s" in row else ""
@@ -210,10 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         alloc = ["salloc", "-N1", "-n1", f"-c{args.threads}", f"--mem={args.mem_mb}", "-t", "180"]
         os.execvp("salloc", [*alloc, sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)])
     modes = list(args.modes)
-    why = pyxis_missing() if "pyxis" in modes else None
-    if why:
-        print(f"[container_overhead] pyxis left out: {why}", flush=True)
-        modes.remove("pyxis")
+    for mode, why in [(mode, missing(mode)) for mode in modes]:
+        if why:
+            print(f"[container_overhead] {mode} left out: {why}", flush=True)
+            modes.remove(mode)
     for mode in modes:
         if mode != "none":
             (squashfs.ensure if mode == "pyxis" else images.ensure)(args.framework, images.images_dir())
@@ -225,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[container_overhead] pyxis: {result['pyxis_plugstack']}", flush=True)
     if "pyxis" in modes and args.squashfs_builds:
         result["squashfs"] = squashfs_builds(args.framework, args.squashfs_builds)
+    if "apptainer" in modes:
+        result["sif"] = sif_builds(args.framework, args.sif_builds)
     result["modes"] = summary(measure(args, modes), args.tolerance)
     result["load_after"] = os.getloadavg()
     report(result)
