@@ -2,12 +2,14 @@
 import os
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import RerunTrigger
 
 from dlbench.planning import config as dlbench_config
 from dlbench.planning import origins as dlbench_origins
 from dlbench.planning import cost as dlbench_cost
 from dlbench.planning import summary as dlbench_summary
 from dlbench.planning import jobs as dlbench_jobs
+from dlbench.planning import prescreen as dlbench_prescreen
 from dlbench.coords import RUN_DIR_TEMPLATE, RUN_RECORD, RUN_RECORD_TEMPLATE
 from dlbench.coords import WILDCARD_CONSTRAINTS as CONSTRAINTS
 from dlbench.images.apptainer import ContainerError
@@ -69,6 +71,17 @@ ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
 # Input and params functions whose answer depends on the deployment (dlbench/planning/deployment.py).
 framework_env, framework_python = DEPLOY.venv_inputs, DEPLOY.venv_python
+# The Slurm job shapes of the training rules (train.smk), and the communication prescreen
+# (prescreen.smk, docs/slurm.md) measured on them before the timed grid.
+try:
+    TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
+except ValueError as error:
+    raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
+try:
+    PRESCREEN = dlbench_prescreen.plan(config, TRAIN_SHAPES)
+except ValueError as error:
+    raise WorkflowError(f"invalid config: {error}") from None
+PRESCREEN_RECORDS = PRESCREEN.records if PRESCREEN else []
 
 
 wildcard_constraints:
@@ -130,15 +143,34 @@ def max_batch_result(wildcards):
     return [MAX_BATCH_TEMPLATE.format(**wildcards, device=config["run"]["device"])]
 
 
+CHECKED_TRIGGERS = set()
+
+
+def plan_by_mtime():
+    """A recorded run is raw evidence and is never run again, so the workflow is planned by
+    mtime alone, as the profiles say: Snakemake's default (every trigger) re-plans a recorded
+    run whenever its command changed with the config's hash. Called by the training jobs'
+    input function (the settings exist only once the DAG is being built, before any job's
+    need is decided); an explicit --rerun-triggers other than all of them is kept."""
+    settings = workflow.dag_settings
+    # Once per DAG, not per job; there are no settings outside one.
+    if settings is None or id(settings) in CHECKED_TRIGGERS:
+        return
+    CHECKED_TRIGGERS.add(id(settings))
+    if set(settings.rerun_triggers) == set(RerunTrigger.all()):
+        settings.rerun_triggers = frozenset({RerunTrigger.MTIME})
+        logger.info("rerun triggers: mtime, as the profiles set (docs/workdir.md)")
+
+
 def train_inputs(wildcards):
     """A run that already has its record needs nothing (re-analysing an archive of raw
     logs must not build framework environments); otherwise its environment (its verified
     image under --sdm apptainer), the batch search of `batch: max`, its dataset."""
-    plan_by_mtime()  # workdir.smk
+    plan_by_mtime()
     if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)
-    inputs += PRESCREEN_RECORDS  # the communication prescreen first (prescreen.smk)
+    inputs += PRESCREEN_RECORDS  # the communication prescreen first
     inputs += max_batch_result(wildcards)
     if wildcards.data == "real":
         model = wildcards.model

@@ -1,14 +1,8 @@
 # The communication prescreen (docs/slurm.md): before the timed grid, per multi-rank
 # allocation shape, one short all-reduce through the same launcher and srun as the runs;
-# every training job not yet recorded waits for it (train_inputs).
+# every training job not yet recorded waits for it (train_inputs). PRESCREEN: common.smk.
 from dlbench.planning import prescreen as dlbench_prescreen
 from dlbench.planning.snakemake_api import RunWildcards
-
-try:
-    PRESCREEN = dlbench_prescreen.plan(config, TRAIN_SHAPES)
-except ValueError as error:
-    raise WorkflowError(f"invalid config: {error}") from None
-PRESCREEN_RECORDS = PRESCREEN.records if PRESCREEN else []
 
 
 def prescreen_command(shape):
