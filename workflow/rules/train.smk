@@ -9,10 +9,6 @@ from dlbench.launch.slurm import RECORD as SLURM_RECORD
 
 # sbatch's settings that the Slurm plugin cannot pass (run.exclusive's --mem=0; jobs.py).
 os.environ.update(dlbench_jobs.submit_environment(config["run"]))
-try:
-    TRAIN_SHAPES = dlbench_jobs.shapes(GRID.runs)
-except ValueError as error:
-    raise WorkflowError(f"invalid config: grid.strategies: {error}") from None
 # Runs start interleaved across cells in a seeded order (dlbench/planning/run_order.py).
 RUN_ORDER = (config["run"]["order"], config["run"]["order_seed"])
 RUN_PRIORITY = known_signature(
