@@ -42,7 +42,8 @@ needs_cluster = pytest.mark.skipif(not cluster_answers(), reason="no Slurm clust
 # Environment the probe reports besides the mounts: what the image sets and what must not leak.
 ENV_PROBE = PROBE.replace(
     '"home": os.environ["HOME"]}',
-    '"home": os.environ["HOME"], "env": dict(os.environ), "home_entries": os.listdir(os.environ["HOME"])}',
+    '"home": os.environ["HOME"], "env": dict(os.environ), "home_entries": os.listdir(os.environ["HOME"]), '
+    '"tmp_entries": os.listdir("/tmp")}',
 )
 
 
@@ -111,9 +112,10 @@ def assert_rank_sees_only_what_the_code_names(seen: dict, results: Path, data: P
     host_rw = {point for point, mode, fstype in mounts if mode == "rw" and fstype not in VIRTUAL}
     assert host_rw == {str(results)}, mounts
     assert (str(data), "ro") in {(point, mode) for point, mode, _ in mounts}
-    assert {point for point, _, fstype in mounts if point in ("/tmp", home)} <= {
-        point for point, _, fstype in mounts if fstype == "tmpfs"
-    }, mounts
+    fstype = {point: fstype for point, _, fstype in mounts}
+    assert fstype["/tmp"] == fstype[home] == "tmpfs", mounts
+    # The container's own /tmp holds only the way down to the bound results (pytest's are in /tmp).
+    assert seen["tmp_entries"] == ([results.parts[2]] if results.parts[1] == "tmp" else []), seen["tmp_entries"]
     assert seen["writable"] == {str(results): True, str(data): False, "/": False, "/opt/dlbench": False}
     env = seen["env"]
     assert seen["python"] == IMAGE_PYTHON and env["PATH"].startswith("/opt/venv/bin:")
@@ -127,7 +129,7 @@ def test_inside_an_apptainer_rank_only_results_is_writable_and_the_environment_i
     tmp_path, mxnet_sif, monkeypatch
 ):
     """The local launcher's rank command, the probe in place of dlbench (≈ 2 s), from a host
-    environment that would mislead it: a venv, a PYTHONPATH, an LD_LIBRARY_PATH, a file in /tmp."""
+    environment that would mislead it: a venv, a PYTHONPATH, an LD_LIBRARY_PATH."""
     monkeypatch.chdir(tmp_path)
     results, data, places = probe_places(tmp_path)
     req = dataclasses.replace(request(results / "runs/x"), launcher="local", data_dir=str(data))
@@ -210,3 +212,26 @@ def test_a_changed_sif_is_refused_before_any_srun_step(tmp_path, mxnet_sif):
     assert not list(run_dir.glob("rank*")) and not (run_dir / "slurm.json").exists()
     steps = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID"], capture_output=True, text=True).stdout
     assert f"{job}.0" not in steps.split(), steps
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@needs_apptainer
+@needs_cluster
+def test_pytorch_ddp_and_its_prescreen_start_in_the_sif_on_two_nodes(tmp_path):
+    """The communication prescreen, then DDP training, 2 nodes × 2 ranks, each rank in the
+    PyTorch .sif (minutes: the image is 6 GB, its .sif 3.2 GB, ≈ 20 min to make on 2 cores)."""
+    lock = build_sif(STORE, "pytorch")
+    for task in ("prescreen", "train"):
+        run_dir = tmp_path / f"results/runs/{task}"
+        req = request(run_dir, framework="pytorch", scale="2x2", strategy="ddp", model="resnet50")
+        if task == "prescreen":
+            req = dataclasses.replace(req, task="prescreen", sizes="65536,1048576")
+        out = salloc(2, 2, [sys.executable, "-m", "dlbench.launch", *req.to_argv()], tmp_path, timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert json.loads((run_dir / "launch.json").read_text())["rank_exit_codes"] == [0] * 4
+    for log in sorted((tmp_path / "results/runs/prescreen").glob("rank*.allreduce.jsonl")):
+        container = json.loads(log.read_text().splitlines()[0])["provenance"]["container"]
+        assert (container["runtime"], container["digest"]) == ("apptainer", f"sha256:{lock['sif_sha256']}")
+    headers = rank_headers(tmp_path / "results/runs/train", 4, lock)
+    assert {header["node"] for header in headers} == {"n1", "n2"}
