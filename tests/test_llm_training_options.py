@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from dlbench import llm
 from dlbench.runners import training_option_unavailable
 from tests.conftest import REPO, framework_python
 from tests.frameworks import equivalence
@@ -20,6 +21,12 @@ from tests.frameworks import equivalence
 # not divided by the micro-batches doubles the first moment (a difference of 1).
 STATE_REL = 3e-5
 LOSS_REL = 1e-6
+# amp under FSDP2's policy against the single device's autocast: bfloat16 parameters and
+# residual stream against autocast's float32 ones, bfloat16's rounding (2^-8 = 3.9e-3) apart
+# at most. Measured (3 steps, llama_small, 16 tokens): losses 6e-5 (fsdp) and 1.6e-4 (fsdp_tp)
+# apart, states 1.7e-2 (moments of small gradients); a half-size first update moves the second
+# loss 2.4e-3.
+AMP_LOSS_REL, AMP_STATE_REL = 5e-4, 5e-2
 
 needs_torch = pytest.mark.skipif(not framework_python("pytorch").exists(), reason="no pytorch environment")
 needs_jax = pytest.mark.skipif(not framework_python("jax").exists(), reason="no jax environment")
@@ -56,9 +63,9 @@ from dlbench.runners.base import Distributed, RunSpec
 from dlbench.runners.pytorch import Runner
 SEQ_LEN, STEPS = 16, 3
 
-def train(batch, checkpointing="none", grad_accum=1, strategy="single", dist=Distributed()):
+def train(batch, checkpointing="none", grad_accum=1, strategy="single", dist=Distributed(), precision="fp32"):
     scale = f"1x{dist.world_size}"
-    coords = RunCoords("pytorch", "llama_small", "fp32", "synthetic", str(batch), scale, strategy,
+    coords = RunCoords("pytorch", "llama_small", precision, "synthetic", str(batch), scale, strategy,
                        activation_checkpointing=checkpointing, grad_accum=grad_accum, repeat=1)
     runner = Runner(RunSpec(coords, batch, 0, SEQ_LEN, 1, "cpu", dist=dist))
     runner.import_framework(); runner.build()
@@ -174,27 +181,81 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@needs_torch
-def test_pytorch_ddp_accumulates_locally_and_all_reduces_once_a_step():
-    """DDP on two gloo ranks, batch 1 × 2 micro-batches each: the single device's run of the
-    global batch of 4 (losses, parameters, moments), every gradient bucket all-reduced once a
-    step (no_sync on the first micro-batch: without it, twice)."""
+def _two_ranks(code: str, *args: str) -> dict:
+    """`code` on two gloo ranks (argv: rank, port, `args`); what rank 0 printed after RESULT."""
     port = str(_free_port())
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
     python = str(framework_python("pytorch"))
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     ranks = [
-        subprocess.Popen([python, "-c", TORCH_DDP_RANK, str(rank), port], cwd=REPO, env=env, **pipes) for rank in (0, 1)
+        subprocess.Popen([python, "-c", code, str(rank), port, *args], cwd=REPO, env=env, **pipes) for rank in (0, 1)
     ]
-    outputs = [rank.communicate(timeout=300) for rank in ranks]
+    outputs = [rank.communicate(timeout=600) for rank in ranks]
     for rank, (_, stderr) in zip(ranks, outputs, strict=True):
         assert rank.returncode == 0, stderr[-4000:]
-    result = json.loads(next(x for x in outputs[0][0].splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
+    return json.loads(next(x for x in outputs[0][0].splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
+
+
+@needs_torch
+def test_pytorch_ddp_accumulates_locally_and_all_reduces_once_a_step():
+    """DDP on two gloo ranks, batch 1 × 2 micro-batches each: the single device's run of the
+    global batch of 4 (losses, parameters, moments), every gradient bucket all-reduced once a
+    step (no_sync on the first micro-batch: without it, twice)."""
+    result = _two_ranks(TORCH_DDP_RANK)
     assert result["losses"] == pytest.approx(result["single"], rel=LOSS_REL)
     assert result["state"] <= STATE_REL
     synced = [tuple(entry) for entry in result["synced"]]
     assert synced and len(set(synced)) == len(synced), synced  # no bucket twice in a step
     assert {step for step, _ in synced} == {0, 1, 2}
+
+
+TORCH_FSDP_AMP_RANK = (
+    TORCH_COMMON
+    + """
+from dlbench.runners.pytorch import collectives
+rank, port, strategy = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist = Distributed(rank=rank, world_size=2, local_rank=rank, local_world_size=2, master_port=port)
+with collectives.counted(torch.distributed) as moved:  # fsdp_tp: both ranks read the node's 4
+    runner, handles = train(2, strategy=strategy, dist=dist, precision="amp")
+mean = torch.stack(handles); torch.distributed.all_reduce(mean); mean /= 2
+sharded = state(runner)
+whole = [t.full_tensor() for t in sharded]
+info = runner.describe()
+runner.close()
+if rank == 0:
+    single, single_handles = train(4, precision="amp")
+    def apart(tensors, reference):
+        return max(((x - y).abs().max() / y.abs().max()).item() for x, y in zip(tensors, state(reference)))
+    out = {"losses": losses(mean), "single": losses(single_handles), "state": apart(whole, single),
+           "dtypes": sorted({str(t.dtype) for t in sharded}), "moved": {k: v // STEPS for k, v in moved.items()},
+           "precision": info["mixed_precision"], "compute_dtype": info["compute_dtype"],
+           "single_precision": single.describe()["mixed_precision"]}
+    print("RESULT", json.dumps(out))
+"""
+)
+
+
+@needs_torch
+@pytest.mark.parametrize("strategy", ["fsdp", "fsdp_tp"])
+def test_pytorch_fsdp_amp_computes_in_the_sharding_as_torchtitan_does(strategy):
+    """amp under FSDP2: MixedPrecisionPolicy(bfloat16 parameters, float32 reduction), no
+    autocast. It all-gathers bfloat16 (2 bytes a parameter: forward every unit, backward the
+    blocks again, the root stays gathered), reduce-scatters float32 gradients (4 bytes), keeps
+    float32 shards and moments, and trains as the single device's autocast step of the same
+    global batch within bfloat16's rounding (AMP_LOSS_REL, AMP_STATE_REL)."""
+    result = _two_ranks(TORCH_FSDP_AMP_RANK, strategy)
+    assert result["precision"] == {
+        "name": "fsdp MixedPrecisionPolicy", "param_dtype": "bfloat16", "reduce_dtype": "float32",
+        "output_dtype": None, "cast_forward_inputs": True, "sharded_param_dtype": "float32",
+    }  # fmt: skip
+    assert result["compute_dtype"] == "bfloat16" and result["dtypes"] == ["torch.float32"]
+    assert result["single_precision"] == {"name": "torch.autocast", "dtype": "bfloat16"}
+    if strategy == "fsdp":  # fsdp_tp at 1x2 shards over a data axis of one rank
+        parameters, blocks = llm.parameter_count("llama_small"), 4 * llm.block_parameters(llm.shape("llama_small"))
+        assert result["moved"] == {"all_gather": 2 * (parameters + blocks), "reduce_scatter": 4 * parameters}
+    assert result["losses"] == pytest.approx(result["single"], rel=AMP_LOSS_REL)
+    assert result["state"] <= AMP_STATE_REL
+    assert result["losses"] != result["single"]  # bfloat16 rounds differently from autocast's float32 residual
 
 
 # ---------------------------------------------------------------------- JAX

@@ -92,6 +92,20 @@ def _activation_bytes_per_token(s: llm.LlamaShape, compute: int, amp: bool, tp: 
     return s.layers * kept + per_block
 
 
+def _cast_bytes(s: llm.LlamaShape, whole: float, amp: bool, sharding: Sharding) -> float:
+    """amp's copies of the weights in the compute dtype, held through the step. Unsharded
+    (single, DDP): autocast's cast of every weight, kept for the whole forward and saved for
+    the backward. Sharded (FSDP2 under its MixedPrecisionPolicy): the weights are gathered in
+    the compute dtype and a block's copy is freed with its unit (the `gathered` term holds
+    two); what stays for the whole step is the root's (embeddings, final norm, head), whole,
+    which FSDP2 does not reshard between the forward and the backward."""
+    if not amp:
+        return 0.0
+    if not sharding.shards_state:
+        return CAST_BYTES * whole
+    return CAST_BYTES * (whole - s.layers * llm.block_parameters(s) / sharding.tp)
+
+
 def estimate_bytes(model: str, precision: str, step: StepShape, sharding: Sharding, device: str) -> dict:
     """Each term of one rank's peak memory (bytes) and their `total` (docs/memory.md)."""
     s = llm.shape(model)
@@ -104,8 +118,7 @@ def estimate_bytes(model: str, precision: str, step: StepShape, sharding: Shardi
     terms = {
         "state": STATE_BYTES * whole / sharding.state_shards,
         "gathered": GATHERED_BLOCKS * llm.block_parameters(s) * 4 / sharding.tp if sharding.shards_state else 0.0,
-        # autocast keeps its casts of the gathered weights for the whole forward: not sharded
-        "casts": CAST_BYTES * whole if amp else 0.0,
+        "casts": _cast_bytes(s, whole, amp, sharding),
         "reduced_gradients": REDUCED_GRADIENT_BYTES * whole if replicated else 0.0,
         # FSDP2 accumulating without syncing keeps each gradient whole until the last micro-batch
         "unsynced_gradients": (

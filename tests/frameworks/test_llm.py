@@ -21,6 +21,10 @@ from tests.frameworks import equivalence
 SEQ_LEN = 64
 CASE = {"model": "llama_small", "batch": 4}  # the global batch: 2 devices × 2
 SEQ = ("--seq-len", str(SEQ_LEN))
+AMP = ("--precision", "amp")  # after launch's own --precision fp32: the last one counts
+# amp's losses, FSDP2's policy against the single device's autocast: bfloat16's rounding
+# (2^-8 = 3.9e-3) apart at most; measured 6.3e-5 over 6 steps at 64 tokens.
+AMP_LOSS_REL = 5e-4
 # Meta's published totals (Llama 3.1 8B, Llama 3.2 1B with tied embeddings).
 PARAMETERS = {"llama3_8b": 8_030_261_248, "llama3_1b": 1_235_814_400, "llama_small": 45_355_520}
 
@@ -168,10 +172,10 @@ def torch_single(tmp_path_factory):
     return run_dir
 
 
-def _global_losses(framework, run_dir, strategy):
+def _global_losses(framework, run_dir, strategy, *extra):
     """The losses of the whole global batch: the ranks' mean (each logs its own shard's)."""
-    equivalence.launch(framework, run_dir, *SEQ, scale="1x2", strategy=strategy, steps=equivalence.STEPS, threads=2,
-                       model=CASE["model"], batch=CASE["batch"] // 2)  # fmt: skip
+    equivalence.launch(framework, run_dir, *SEQ, *extra, scale="1x2", strategy=strategy, steps=equivalence.STEPS,
+                       threads=2, model=CASE["model"], batch=CASE["batch"] // 2)  # fmt: skip
     logs = sorted(run_dir.glob("rank*.steps.jsonl"))
     assert len(logs) == (2 if framework == "pytorch" else 1), logs
     losses = [equivalence.losses(path) for path in logs]
@@ -218,6 +222,24 @@ def test_pytorch_strategy_reproduces_the_single_device_losses(torch_single, stra
     layout = read_steplog(run_dir / "rank0.steps.jsonl").header["framework"].get("parallel_layout")
     expected = {"ddp": None, "fsdp": {"data": 2}, "fsdp_tp": {"data": 1, "tensor": 2}}[strategy]
     assert (layout and layout["mesh"]) == expected
+
+
+@needs_torch
+def test_pytorch_fsdp_amp_reproduces_the_single_device_amp_losses(tmp_path):
+    """amp: FSDP2 computing in its MixedPrecisionPolicy (bfloat16 parameters gathered, float32
+    reduction, no autocast) against the single device's autocast step of the global batch:
+    the same losses within bfloat16's rounding (AMP_LOSS_REL), the header saying which ran."""
+    equivalence.launch("pytorch", tmp_path / "single", *SEQ, *AMP, steps=equivalence.STEPS, threads=1, **CASE)
+    single = equivalence.losses(tmp_path / "single" / "rank0.steps.jsonl")
+    losses = _global_losses("pytorch", tmp_path / "fsdp", "fsdp", *AMP)
+    assert losses == pytest.approx(single, rel=AMP_LOSS_REL)
+    assert losses != single  # bfloat16 residual stream against autocast's float32 one
+    precision = {
+        run: read_steplog(tmp_path / run / "rank0.steps.jsonl").header["framework"]["mixed_precision"]
+        for run in ("single", "fsdp")
+    }
+    assert precision["single"] == {"name": "torch.autocast", "dtype": "bfloat16"}
+    assert precision["fsdp"]["param_dtype"] == "bfloat16" and precision["fsdp"]["reduce_dtype"] == "float32"
 
 
 @needs_torch

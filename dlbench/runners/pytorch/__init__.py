@@ -91,15 +91,17 @@ class Runner(BaseRunner):
         self.workload = WORKLOADS(spec.coords.model)(spec, torch, self.device)
         model = self.workload.model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        model = self.distributed_model = self.strategy.wrap_model(model, spec, self.device)
+        on_cuda = self.device.type == "cuda"
+        amp = spec.coords.precision == "amp"
+        self.compute_dtype = self.workload.autocast_dtype(on_cuda) if amp else None
+        model = self.distributed_model = self.strategy.wrap_model(model, spec, self.device, self.compute_dtype)
         if spec.compile:
             # Static shapes, as the compiled baseline (benchmarks/baselines/pytorch_compiled.py).
             model = torch.compile(model, dynamic=False)
         self.model = model.train()
         self.real_data = spec.coords.data == "real"
-        on_cuda = self.device.type == "cuda"
-        amp = spec.coords.precision == "amp"
-        self.autocast_dtype = self.workload.autocast_dtype(on_cuda) if amp else None
+        # A strategy whose sharding casts the parameters (FSDP2's policy) needs no autocast.
+        self.autocast_dtype = None if self.strategy.mixed_precision else self.compute_dtype
         self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype == torch.float16 else None
         self._optimizer()
         generator = torch.Generator().manual_seed(spec.seed)
@@ -213,8 +215,8 @@ class Runner(BaseRunner):
 
     def describe(self) -> dict:
         torch = self.torch
-        # AMP's autocast dtype (fp16 + GradScaler on CUDA, bf16 on the CPU), named as JAX's header does.
-        compute_dtype = getattr(self, "autocast_dtype", None) or torch.float32
+        # AMP's dtype (fp16 + GradScaler on CUDA, bf16 on the CPU), named as JAX's header does.
+        compute_dtype = getattr(self, "compute_dtype", None) or torch.float32
         info = {
             "version": torch.__version__,
             "cuda": torch.version.cuda,
@@ -226,6 +228,9 @@ class Runner(BaseRunner):
             "seed": torch.initial_seed(),
             **self.workload.describe(),
             "compute_dtype": str(compute_dtype).removeprefix("torch."),
+            "mixed_precision": strategies.precision_record(
+                self.strategy.mixed_precision, self.autocast_dtype, self.distributed_model
+            ),
             "torch_compile": self._compiled(),
         }
         if getattr(self, "real_data", False):

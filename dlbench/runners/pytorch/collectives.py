@@ -1,9 +1,11 @@
 """The communication prescreen's all-reduce in PyTorch (docs/slurm.md, Communication
 prescreen): gloo on the CPU, NCCL on CUDA, timed as nccl-tests time theirs (a few untimed
-operations, then the mean time of `iterations` back to back). Importing it does not import torch."""
+operations, then the mean time of `iterations` back to back); and `counted`, the bytes a
+step's collectives move (benchmarks/fsdp_precision.py). Importing it does not import torch."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import time
@@ -78,3 +80,52 @@ def _timed(torch, td, device, size: int, warmup: int, iterations: int, group, sc
 def _sync(torch, device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+# torch.distributed's collectives whose bytes `counted` adds up, by kind, and which of their
+# tensors is the count: the gathered output, the reduced input, the all-reduced tensor.
+COUNTED = {
+    "all_gather_single": ("all_gather", 0),
+    "all_gather_into_tensor": ("all_gather", 0),
+    "reduce_scatter_single": ("reduce_scatter", 1),
+    "reduce_scatter_tensor": ("reduce_scatter", 1),
+    "all_reduce": ("all_reduce", 0),
+}
+
+
+@contextlib.contextmanager
+def counted(td):
+    """Within it, the bytes each kind of collective moves through `td` (torch.distributed)
+    on this rank, as {kind: bytes}: all_gather the gathered (unsharded) tensor, reduce_scatter
+    the tensor reduced (before scattering), all_reduce the tensor. FSDP2 calls these by
+    module attribute, so they are seen; tensor parallelism's functional collectives are not.
+    A collective that calls another through `td` counts once."""
+    import inspect
+
+    totals: dict[str, int] = {}
+    depth = [0]
+    originals = {name: getattr(td, name) for name in COUNTED if hasattr(td, name)}
+
+    def wrap(name, original):
+        kind, which = COUNTED[name]
+        signature = inspect.signature(original)
+
+        def call(*args, **kwargs):
+            if depth[0] == 0:
+                tensor = list(signature.bind(*args, **kwargs).arguments.values())[which]
+                totals[kind] = totals.get(kind, 0) + tensor.numel() * tensor.element_size()
+            depth[0] += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return call
+
+    for name, original in originals.items():
+        setattr(td, name, wrap(name, original))
+    try:
+        yield totals
+    finally:
+        for name, original in originals.items():
+            setattr(td, name, original)

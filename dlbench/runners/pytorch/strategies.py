@@ -4,6 +4,7 @@ optimizer, and leaves (docs/frameworks/pytorch.md). Importing this module does n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 
 from dlbench.runners.base import training_options
@@ -17,11 +18,15 @@ class Single:
     """One process, one device: nothing to set up."""
 
     layout = None  # a sharded strategy's parallel layout, for the header (set in wrap_model)
+    # FSDP2's MixedPrecisionPolicy where the sharding itself computes amp (set in wrap_model);
+    # None: the runner's step runs under autocast (amp) or in float32.
+    mixed_precision = None
 
     def start(self, spec, device) -> None:
         pass
 
-    def wrap_model(self, model, spec, device):
+    def wrap_model(self, model, spec, device, amp_dtype=None):
+        """The model as the strategy trains it; `amp_dtype`: amp's compute dtype (None: fp32)."""
         return model
 
     def wrap_optimizer(self, optimizer, model):
@@ -57,7 +62,7 @@ class DDP(Single):
             world_size=spec.dist.world_size,
         )
 
-    def wrap_model(self, model, spec, device):
+    def wrap_model(self, model, spec, device, amp_dtype=None):
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, device_ids=[spec.dist.local_rank] if device.type == "cuda" else None)
@@ -76,17 +81,34 @@ class DDP(Single):
 class FSDP(DDP):
     """FSDP2 (`fully_shard`), one process per device: parameters, gradients and optimizer
     state sharded over the ranks (gloo on the CPU, NCCL on CUDA); a model's `shard_units()`
-    (the Llama's blocks) are units of their own, the rest belongs to the root."""
+    (the Llama's blocks) are units of their own, the rest belongs to the root. Under amp a
+    Llama's precision is the sharding's (`policy`)."""
 
-    def wrap_model(self, model, spec, device):
+    def wrap_model(self, model, spec, device, amp_dtype=None):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
         mesh = init_device_mesh(device.type, (spec.dist.world_size,))
         self.layout = {"mesh": {"data": spec.dist.world_size}, "fsdp": "each block and the root"}
+        policy = self.policy(model, amp_dtype)
         for unit in getattr(model, "shard_units", list)():
-            fully_shard(unit, mesh=mesh)
-        return fully_shard(model, mesh=mesh)
+            fully_shard(unit, mesh=mesh, **policy)
+        return fully_shard(model, mesh=mesh, **policy)
+
+    def policy(self, model, amp_dtype) -> dict:
+        """fully_shard's mixed precision, as torchtitan trains: under amp a Llama's (a model with
+        `shard_units`) parameters are all-gathered and computed in amp's dtype (half the bytes of
+        float32 gathers), its gradients reduce-scattered in float32 into the float32 shards
+        that AdamW steps. The runner then runs no autocast, whose cache would keep a cast of
+        every weight, unsharded, for the whole forward. Other models keep autocast (a batch
+        norm's parameters in float16 are not what their recipes train)."""
+        if amp_dtype is None or not hasattr(model, "shard_units"):
+            return {}
+        import torch
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        self.mixed_precision = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
+        return {"mp_policy": self.mixed_precision}
 
     def gradient_sync(self, model, last: bool):
         # FSDP2's no_sync: unsharded gradients accumulate until the last micro-batch's
@@ -109,7 +131,7 @@ class FSDPTensorParallel(FSDP):
         tensor = spec.dist.local_world_size
         return spec.dist.rank // tensor, spec.dist.world_size // tensor, tensor
 
-    def wrap_model(self, model, spec, device):
+    def wrap_model(self, model, spec, device, amp_dtype=None):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -124,10 +146,11 @@ class FSDPTensorParallel(FSDP):
         columns, rows = ColwiseParallel(), RowwiseParallel()
         plan = {name: columns for name in ("attention.q", "attention.k", "attention.v", "ffn.gate", "ffn.up")}
         plan |= {"attention.o": rows, "ffn.down": rows}
+        policy = self.policy(model, amp_dtype)
         for unit in model.shard_units():
             parallelize_module(unit, mesh["tensor"], plan)
-            fully_shard(unit, mesh=mesh["data"])
-        return fully_shard(model, mesh=mesh["data"])
+            fully_shard(unit, mesh=mesh["data"], **policy)
+        return fully_shard(model, mesh=mesh["data"], **policy)
 
 
 @STRATEGIES.binds("horovod")
@@ -159,6 +182,26 @@ class Horovod(Single):
         self.hvd.shutdown()
         if self.rendezvous is not None:
             self.rendezvous.stop()
+
+
+def precision_record(policy, autocast_dtype, model) -> dict | None:
+    """The header's framework.mixed_precision, how amp ran, read from the live objects: FSDP2's
+    policy as fully_shard was given it (a dtype None: the parameters' own) beside the dtype of
+    the sharded parameters the optimizer steps, or autocast's dtype; None under fp32."""
+    if policy is not None:
+        fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy)}
+        master = next(model.parameters()).dtype
+        return {"name": "fsdp MixedPrecisionPolicy", **_plain(fields), "sharded_param_dtype": _plain(master)}
+    if autocast_dtype is not None:
+        return {"name": "torch.autocast", "dtype": _plain(autocast_dtype)}
+    return None
+
+
+def _plain(value):
+    """A dtype as its name ("bfloat16"); a dict of them, item by item; anything else as is."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return str(value).removeprefix("torch.") if type(value).__name__ == "dtype" else value
 
 
 def for_run(spec):
