@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-KIND = "llm"
-DEFAULT_SEQ_LEN = 2048
+KIND = "llm"  # its descriptor's name (dlbench.model_kinds)
 
 
 @dataclass(frozen=True)
@@ -124,19 +123,15 @@ def rope_inv_freq(model: str) -> list[float]:
     return scaled
 
 
-def config_problem(config: dict, models: list[str]) -> str | None:
-    """What a config asks of an LLM that it cannot be: a sequence longer than the model's
-    positions, or shorter than two tokens (one input, one target). None: nothing."""
-    seq_len = (config.get("run") or {}).get("seq_len") or 0
-    for model in models:
-        if model not in SHAPES:
-            continue
-        limit = SHAPES[model].max_positions
-        length = seq_len or DEFAULT_SEQ_LEN
-        if length > limit:
-            return f"run.seq_len: {length} exceeds {model}'s {limit} positions"
-        if length < 2:
-            return f"run.seq_len: {length} is too short for next-token prediction (at least 2)"
+def sequence_problem(model: str, seq_len: int) -> str | None:
+    """What `model` cannot train at `seq_len` (as planned: dlbench.planning.grid.planned_sizes):
+    a sequence longer than its positions, or shorter than two tokens (one input, one target).
+    None: nothing."""
+    limit = shape(model).max_positions
+    if seq_len > limit:
+        return f"run.seq_len: {seq_len} exceeds {model}'s {limit} positions"
+    if seq_len < 2:
+        return f"run.seq_len: {seq_len} is too short for next-token prediction (at least 2)"
     return None
 
 

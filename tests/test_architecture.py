@@ -9,9 +9,22 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGE = REPO / "dlbench"
-# Import order of the stages; the contracts are the top-level modules, runners/ and data/.
-STAGES = ["contracts", "launch", "images", "planning", "analysis", "findings", "plots", "campaigns", "report"]
-CONTRACT_FOLDERS = {"runners", "data"}
+# Import order of the stages; the contracts are the top-level modules, data/ and the runner
+# interface (the registry, `base`, `plugin`, `profilers`); the frameworks behind it come next.
+STAGES = [
+    "contracts",
+    "frameworks",
+    "launch",
+    "images",
+    "planning",
+    "analysis",
+    "findings",
+    "plots",
+    "campaigns",
+    "report",
+]
+CONTRACT_FOLDERS = {"data"}
+RUNNER_CONTRACT = {"dlbench.runners", "dlbench.runners.base", "dlbench.runners.plugin", "dlbench.runners.profilers"}
 
 
 def module_name(path: Path) -> str:
@@ -24,6 +37,8 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 def stage(module: str) -> str:
     parts = module.split(".")
+    if module.startswith("dlbench.runners"):
+        return "contracts" if module in RUNNER_CONTRACT else "frameworks"
     if len(parts) == 1 or f"dlbench.{parts[1]}" in MODULES and not (PACKAGE / parts[1]).is_dir():
         return "contracts"
     return "contracts" if parts[1] in CONTRACT_FOLDERS else parts[1]
@@ -75,11 +90,12 @@ def test_no_module_imports_from_a_later_stage():
 
 def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert packages <= set(STAGES) | CONTRACT_FOLDERS
+    assert packages <= set(STAGES) | CONTRACT_FOLDERS | {"runners"}
     top = {p.stem for p in PACKAGE.glob("*.py")}
     contracts = {
         "coords",
         "models",
+        "model_kinds",
         "llm",
         "workload",
         "protocol",
@@ -93,48 +109,151 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
     assert top == {"__init__", *contracts}
 
 
-# The workload seam (docs/plugins.md, "Workloads"): a runner drives the workload object its
-# registry names for the run's model and never asks the model's kind itself. The contract
-# modules (`base`: the registry, `plugin`: the planning-time declarations) read kinds by design.
-KIND_CONTRACT = {PACKAGE / "runners" / "base.py", PACKAGE / "runners" / "plugin.py"}
+# The model-kind seam (docs/plugins.md, "Adding a model kind"): a model's kind is read through
+# its descriptor (dlbench.model_kinds, `dlbench.models.kind_of`) and nowhere else: no stage and
+# no runner asks a model's kind by name. The descriptors and the catalogue are the exceptions.
+KIND_DESCRIPTORS = {PACKAGE / "model_kinds.py", PACKAGE / "models.py"}
 KIND_FLAG = re.compile(r"_?is_(image|cnn|text|bert|llm|lm)")
+
+
+def _catalogue_names(tree) -> set[str]:
+    """Names bound to a catalogue entry (`entry = CATALOGUE[m]`, `for m, entry in CATALOGUE.items()`)."""
+    names = set()
+    for node in ast.walk(tree):
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets, value = [node.target], node.iter
+        if value is not None and "CATALOGUE" in ast.unparse(value):
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _reads_kind(node, entries: set[str]) -> bool:
+    """`<entry>["kind"]` or `<entry>.get("kind")` on a catalogue entry."""
+    if isinstance(node, ast.Subscript) and getattr(node.slice, "value", None) == "kind":
+        target = node.value
+    elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get" and node.args:
+        target = node.func.value if getattr(node.args[0], "value", None) == "kind" else None
+    else:
+        return False
+    return target is not None and ("CATALOGUE" in ast.unparse(target) or ast.unparse(target) in entries)
+
+
+def _compared_constants(node: ast.Compare) -> list[str]:
+    """The strings a comparison compares with directly (or in a literal tuple, list or set)."""
+    found = []
+    for side in (node.left, *node.comparators):
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        found += [c.value for c in items if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+    return found
 
 
 def kind_branches(paths) -> list[str]:
     """Where code branches on a model kind: an `is_<kind>` flag, a catalogue entry's `"kind"`
-    read, or a comparison with a kind or with the name of a BERT or LLM model (a family of its
-    own; an image model's name picks an architecture inside the image workload)."""
+    read, or a comparison with a kind or with the name of a model that is no image model (a
+    family of its own; an image model's name picks an architecture inside the image workload)."""
     from dlbench.models import CATALOGUE
 
     kinds = {entry["kind"] for entry in CATALOGUE.values()}
     selecting = kinds | {model for model, entry in CATALOGUE.items() if entry["kind"] != "image"}
     found = []
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        entries = _catalogue_names(tree)
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}  # a predicate's body is scanned
+        for node in ast.walk(tree):
             where = f"{path.relative_to(path.parents[2])}:{getattr(node, 'lineno', 0)}"
             name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-            if KIND_FLAG.fullmatch(name):
+            if KIND_FLAG.fullmatch(name) and id(node) not in called:
                 found.append(f"{where}: {name}")
-            elif isinstance(node, ast.Subscript) and getattr(node.slice, "value", None) == "kind":
+            elif _reads_kind(node, entries):
                 found.append(f"{where}: reads a model's kind")
             elif isinstance(node, ast.Compare):
-                constants = [
-                    c.value
-                    for side in (node.left, *node.comparators)
-                    for c in ast.walk(side)
-                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                ]
-                found += [f"{where}: compares with {c!r}" for c in constants if c in selecting]
+                found += [f"{where}: compares with {c!r}" for c in _compared_constants(node) if c in selecting]
     return found
 
 
+def scanned_for_kinds(root: Path) -> list[Path]:
+    paths = sorted((root / "dlbench").rglob("*.py")) + sorted((root / "tests" / "plugins").glob("*.py"))
+    return [p for p in paths if p not in {root / c.relative_to(REPO) for c in KIND_DESCRIPTORS}]
+
+
 def runner_modules(root: Path) -> list[Path]:
-    paths = sorted((root / "dlbench" / "runners").rglob("*.py")) + sorted((root / "tests" / "plugins").glob("*.py"))
-    return [p for p in paths if p not in {root / c.relative_to(REPO) for c in KIND_CONTRACT}]
+    return sorted((root / "dlbench" / "runners").rglob("*.py")) + sorted((root / "tests" / "plugins").glob("*.py"))
 
 
-def test_no_runner_branches_on_a_model_kind():
-    assert kind_branches(runner_modules(REPO)) == []
+def test_no_module_branches_on_a_model_kind():
+    assert kind_branches(scanned_for_kinds(REPO)) == []
+
+
+def test_a_planted_kind_branch_is_found(tmp_path):
+    planted = tmp_path / "dlbench" / "planning" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(
+        "from dlbench.models import CATALOGUE\n"
+        "def f(model, sizes):\n"
+        "    entry = CATALOGUE[model]\n"
+        "    if entry['kind'] == 'llm':\n"
+        "        return sizes[1]\n"
+        "    is_text = CATALOGUE.get(model, {}).get('kind') in ('text',)\n"
+        "    return model == 'bert_base' or is_text\n"
+    )
+    found = sorted(f.removeprefix("dlbench/planning/planted.py:") for f in kind_branches([planted]))
+    assert found == [
+        "4: compares with 'llm'",
+        "4: reads a model's kind",
+        "6: compares with 'text'",
+        "6: is_text",
+        "6: reads a model's kind",
+        "7: compares with 'bert_base'",
+        "7: is_text",
+    ], found
+    innocent = tmp_path / "dlbench" / "planning" / "innocent.py"
+    innocent.write_text("def f(lock, manifest):\n    return lock['image'] != 'x' and manifest['kind'] == 'site'\n")
+    assert kind_branches([innocent]) == []
+
+
+def runner_internals(paths) -> list[str]:
+    """Imports, outside dlbench/runners, of a framework's modules (behind the runner interface,
+    RUNNER_CONTRACT) or of a private name of the runners."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dlbench.runners"):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if not name.startswith("dlbench.runners"):
+                    continue
+                module = known(name)
+                private = any(part.startswith("_") for part in name.split("."))
+                if private or module not in RUNNER_CONTRACT:
+                    found.append(f"{path.name}:{node.lineno}: {name}")
+    return found
+
+
+def test_no_stage_reaches_into_the_runners():
+    outside = [p for p in PACKAGE.rglob("*.py") if "runners" not in p.relative_to(PACKAGE).parts]
+    assert runner_internals(outside) == []
+
+
+def test_a_planted_reach_into_a_runner_is_found(tmp_path):
+    planted = tmp_path / "flops.py"
+    planted.write_text(
+        "from dlbench.runners import capabilities\n"
+        "from dlbench.runners.base import RunSpec\n"
+        "def count():\n"
+        "    from dlbench.runners.pytorch import Runner\n"
+        "    from dlbench.runners import _workload_class\n"
+        "    import dlbench.runners.jax.llm\n"
+    )
+    assert runner_internals([planted]) == [
+        "flops.py:4: dlbench.runners.pytorch.Runner",
+        "flops.py:5: dlbench.runners._workload_class",
+        "flops.py:6: dlbench.runners.jax.llm",
+    ]
 
 
 def test_a_framework_builds_the_models_of_its_workloads():

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dlbench.analysis.columns import RUNS, col, read_runs
+from dlbench.models import kind_of
 from dlbench.planning import cost
 from dlbench.planning.config import checked_grid
 from dlbench.planning.grid import ConfigError
@@ -63,7 +64,7 @@ def test_another_device_type_is_estimated_from_flops_at_the_assumed_mfu():
     config, grid = _planned("gpu_single.yaml", gpu_type="a100")
     estimate = cost.estimate(grid, config, REPO)
     counted = json.loads((H100_CAMPAIGN / "results" / "flops" / "resnet50.json").read_text())
-    mfu = cost.ASSUMED_MFU["image"]
+    mfu = kind_of("resnet50").assumed_mfu
     for cell_cost in estimate.cells:
         assert "campaigns/" not in cell_cost.basis
         # The A100's dense peaks (dlbench.devices): TF32 for fp32, fp16 for AMP.

@@ -174,7 +174,7 @@ def test_paths_defaults_are_the_schemas():
     # (no val split → no val images; seq_len 0 → BERT's 128).
     defaults = schema_defaults()
     assert paths.image_settings({}) == {**defaults["images"], "val_count": 0}
-    assert paths.text_settings({}) == {**defaults["text"], "seq_len": paths.DEFAULT_SEQ_LEN}
+    assert paths.text_settings({}) == {**defaults["text"], "seq_len": 128}  # BERT's default
     assert defaults["text"]["examples"] == 512 and defaults["images"]["shards"] == 4
 
 

@@ -19,7 +19,7 @@ import json
 import os
 
 from dlbench.files import write_atomically
-from dlbench.models import CATALOGUE
+from dlbench.models import kind_of
 from dlbench.planning.grid import planned_sizes
 
 ASKED_DIR = "results/asked"
@@ -45,8 +45,8 @@ def tables_basis(config: dict, run_records) -> dict:
 def model_size(model: str, run: dict) -> dict:
     """The size a model trains at (config `run`'s, its default for 0): an image model's image
     size, a text or LLM model's sequence length; the other does not change it."""
-    image_size, seq_len = planned_sizes(run, model)
-    return {"image_size": image_size} if CATALOGUE[model]["kind"] == "image" else {"seq_len": seq_len}
+    kind = kind_of(model)
+    return {kind.size_field: kind.size(planned_sizes(run, model))}
 
 
 def flops_basis(model: str, config: dict) -> dict:

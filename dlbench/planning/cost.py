@@ -4,10 +4,10 @@ A run's time is (warm-up + measured steps) × its step time + STARTUP_S, held on
 of its scale (a 2x4 run holds 8). The step time is, where a committed campaign (campaigns/)
 measured the same cell at the same sizes on the same device type (run.gpu_type in its step
 logs' device name), the median of its runs' step times; otherwise the cell's training FLOPs
-per device and step over an assumed share of the device's dense peak (ASSUMED_MFU of
-dlbench.devices' peak or of run.peak_tflops), or on a CPU without run.peak_tflops an assumed
-throughput per thread (CPU_GFLOPS_PER_THREAD). A cell with neither has no estimate, said per
-cell. Communication, input pipelines and the batch search are not modelled.
+(its model kind's count, dlbench.model_kinds) per device and step over an assumed share of the
+device's dense peak (the kind's assumed_mfu of dlbench.devices' peak or of run.peak_tflops), or
+on a CPU without run.peak_tflops an assumed throughput per thread (CPU_GFLOPS_PER_THREAD). A
+cell with neither has no estimate, said per cell. Communication, input pipelines and the batch search are not modelled.
 
 Stdlib only and cheap (planning runs in the analysis environment and plans 10 000 runs in well
 under a second): one estimate per distinct cell, the campaigns' runs.csv read once with `csv`.
@@ -25,18 +25,13 @@ from datetime import datetime, timedelta
 from operator import attrgetter
 from pathlib import Path
 
-from dlbench import devices, llm
+from dlbench import devices, models
 from dlbench.coords import CellKey, Scale
-from dlbench.models import CATALOGUE
+from dlbench.models import kind_of
 from dlbench.planning.grid import Grid, planned_sizes
 from dlbench.runners import layout
 from dlbench.steplog import read_steplog
-from dlbench.workload import BERT_BASE
 
-# Model FLOPs utilisation assumed of a device's dense peak where no campaign measured the cell,
-# by model kind: about what the committed campaigns measured (ResNet-50 on an H100: 10-14 %,
-# Llama 3.2 1B on an H200: 30-34 %).
-ASSUMED_MFU = {"image": 0.12, "text": 0.30, "llm": 0.30}
 # On a CPU without run.peak_tflops: the training FLOP/s one thread of a rank achieves, assumed.
 # The default grid's first repeats on a 2-core host (2026-11-27) did 30-45 (PyTorch, TensorFlow,
 # MXNet: ResNet-50, PyTorch: llama_small) and 12 (JAX: llama_small) GFLOP/s a thread.
@@ -54,11 +49,6 @@ STARTUP_S = {"cuda": 20.0, "cpu": 7.0}
 # footer's energy record), on CPUs the default grid's (1.75-2.5 kB; 158 bytes; 343 bytes).
 LOG_BYTES = {"cuda": (13_300, 167, 450), "cpu": (2_100, 158, 343)}
 RUN_RECORD_BYTES = 150
-# Training FLOPs per sample of the image models at the catalogue's image size: 3 × forward
-# (backward is twice the forward) × 2 FLOPs per multiply-add, from torchvision's model pages'
-# forward GMACs (its "GFLOPS" column) for the same architectures; scaled by pixels at another
-# image size (convolutions dominate).
-IMAGE_FORWARD_GMACS = {"resnet50": 4.09, "resnet152": 11.51, "vgg16": 15.47, "inception_v3": 5.71, "alexnet": 0.71}
 # Recomputation under activation checkpointing: `full` runs each block's forward again (8 N
 # instead of 6 N a token); `selective` recomputes only elementwise work.
 CHECKPOINTING_FACTOR = {"none": 1.0, "selective": 1.0, "full": 4 / 3}
@@ -222,7 +212,7 @@ def flops_step(cell: CellKey, sizes: tuple[int, int], device: Device) -> tuple[f
         return None, f"no estimate: batch {cell.batch} is found at run time"
     per_device = train_flops_per_sample(cell.model, *sizes) * int(cell.batch) * cell.grad_accum
     per_device *= CHECKPOINTING_FACTOR[cell.activation_checkpointing]
-    mfu = ASSUMED_MFU[CATALOGUE[cell.model]["kind"]]
+    mfu = kind_of(cell.model).assumed_mfu
     if device.peak_tflops:
         return per_device / (device.peak_tflops * 1e12 * mfu), f"at {mfu:.0%} assumed MFU of run.peak_tflops"
     if device.kind == "cpu":
@@ -242,25 +232,10 @@ def flops_step(cell: CellKey, sizes: tuple[int, int], device: Device) -> tuple[f
 
 @functools.cache
 def train_flops_per_sample(model: str, image_size: int, seq_len: int) -> float:
-    """Training FLOPs (forward + backward) of one sample: an image, a sequence, or for an LLM
-    the batch's sequence of tokens (dlbench.llm's per-token count × seq_len)."""
-    kind = CATALOGUE[model]["kind"]
-    if kind == "llm":
-        return llm.train_flops_per_token(model, seq_len) * seq_len
-    if kind == "text":
-        return bert_train_flops_per_sequence(seq_len)
-    default = CATALOGUE[model]["default_image_size"]
-    return 6e9 * IMAGE_FORWARD_GMACS[model] * (image_size / default) ** 2
-
-
-def bert_train_flops_per_sequence(seq_len: int) -> float:
-    """BERT-base pre-training, as dlbench.llm counts a decoder: 6 × the matmul parameters a
-    token meets (encoder, and BertForPreTraining's MLM head at every position) + attention's
-    12 × layers × hidden × seq_len, per token."""
-    hidden, layers, ffn = BERT_BASE["hidden_size"], BERT_BASE["num_hidden_layers"], BERT_BASE["intermediate_size"]
-    encoder = layers * (4 * hidden * hidden + 2 * hidden * ffn)
-    mlm_head = hidden * hidden + hidden * BERT_BASE["vocab_size"]
-    return seq_len * (6.0 * (encoder + mlm_head) + 12.0 * layers * hidden * seq_len)
+    """Training FLOPs (forward + backward) of one example of a batch: an image, a sequence, or
+    for an LLM the sequence of tokens (its kind's count per token × seq_len)."""
+    per_sample = models.train_flops_per_sample(model, (image_size, seq_len))
+    return per_sample * models.samples_per_example(model, seq_len)
 
 
 @functools.cache

@@ -20,8 +20,8 @@ sequence length; the tokens id covers the corpus and the LLM sequence length. Pa
 relative to the working directory, as Snakemake's are.
 
 For the train rule (real data): `train_data_inputs(framework, model, config)`; for the
-runner: `dataset_path(framework, kind, config)` (kind "image", "text" or "llm", as in
-dlbench.models.CATALOGUE); for the conversion rules: `format_files(fmt, config)`.
+runner: `dataset_path(framework, kind, config)` (a model kind's name: its descriptor,
+dlbench.model_kinds, says the format it reads); for the conversion rules: `format_files(fmt, config)`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import hashlib
 import json
 import os
 
-from dlbench import llm
 from dlbench.data.tfrecord import tfrecord_shards
-from dlbench.models import CATALOGUE
+from dlbench.model_kinds import KINDS, ModelKind
+from dlbench.models import CATALOGUE, kind_of
+from dlbench.planning.grid import planned_sizes
 from dlbench.runners import capabilities, env_name, framework_names
 from dlbench.runners.plugin import DATASET_FORMATS
 
@@ -42,8 +43,6 @@ TEXT_FORMAT = "bert"
 TOKEN_FORMAT = "tokens"
 # Every format data.smk has a conversion rule for.
 FORMATS = DATASET_FORMATS
-# BERT's sequence length, for data.text.seq_len and run.seq_len both 0 (the model's default).
-DEFAULT_SEQ_LEN = 128
 
 
 def _section(config: dict, name: str) -> dict:
@@ -65,11 +64,22 @@ def image_settings(config: dict) -> dict:
     return settings
 
 
+def planned_seq_len(config: dict, fmt: str) -> int:
+    """The sequence length the models reading format `fmt` train at (run.seq_len, else their
+    default: dlbench.planning.grid.planned_sizes); the grid's models first, else the catalogue's."""
+    readers = [m for m in CATALOGUE if kind_of(m).dataset_format == fmt]
+    asked = [m for m in (config.get("grid") or {}).get("models", []) if m in readers] or readers
+    lengths = sorted({planned_sizes(config.get("run") or {}, m)[1] for m in asked})
+    if len(lengths) != 1:
+        raise ValueError(f"the models reading {fmt!r} ({', '.join(asked)}) train at sequence lengths {lengths}")
+    return lengths[0]
+
+
 def text_settings(config: dict) -> dict:
-    """`data.text` with defaults; seq_len 0 → run.seq_len, or 128 (BERT's) if that is 0 too."""
+    """`data.text` with defaults; seq_len 0 → the text models' planned sequence length."""
     settings = _section(config, "text")
     if not settings["seq_len"]:
-        settings["seq_len"] = (config.get("run") or {}).get("seq_len") or DEFAULT_SEQ_LEN
+        settings["seq_len"] = planned_seq_len(config, TEXT_FORMAT)
     if settings["corpus"] is not None:
         settings["corpus"] = os.path.abspath(settings["corpus"])
     return settings
@@ -77,9 +87,9 @@ def text_settings(config: dict) -> dict:
 
 def token_settings(config: dict) -> dict:
     """The LLM token file's settings: `data.text.corpus` (absolute; null: pydoc_data) and the
-    sequence length, run.seq_len or the LLMs' default (every Llama's is dlbench.llm's)."""
+    sequence length the models reading it are planned at."""
     corpus = _section(config, "text")["corpus"]
-    seq_len = (config.get("run") or {}).get("seq_len") or llm.DEFAULT_SEQ_LEN
+    seq_len = planned_seq_len(config, TOKEN_FORMAT)
     return {"corpus": None if corpus is None else os.path.abspath(corpus), "seq_len": seq_len}
 
 
@@ -114,18 +124,20 @@ def images_source(config: dict) -> str:
     return source if source is not None else generated_images_dir(config)
 
 
-def _check_kind(kind: str) -> str:
-    if kind not in ("image", "text", llm.KIND):
-        raise ValueError(f"dataset kind {kind!r}: expected 'image', 'text' or {llm.KIND!r}")
-    return kind
+def _kind(name: str) -> ModelKind:
+    if name not in KINDS:
+        raise ValueError(f"dataset kind {name!r}: expected a model kind, one of {', '.join(sorted(KINDS))}")
+    return KINDS[name]
 
 
 def dataset_format(framework: str, kind: str) -> str:
-    """The dataset format a framework's real-data pipeline reads for `kind` (its capabilities)."""
-    if _check_kind(kind) == "text":
-        return TEXT_FORMAT
-    if kind == llm.KIND:
-        return TOKEN_FORMAT
+    """The dataset format a framework's real-data pipeline reads for model kind `kind`: the
+    kind's own, or for images the framework's (its capabilities)."""
+    descriptor = _kind(kind)
+    if not descriptor.framework_images:
+        if not descriptor.dataset_format:
+            raise ValueError(f"model kind {kind!r} reads no dataset (ModelKind.dataset_format)")
+        return descriptor.dataset_format
     if framework not in framework_names():
         raise ValueError(f"no dataset format for framework {framework!r} (known: {', '.join(framework_names())})")
     fmt = capabilities(framework).image_format
@@ -188,7 +200,7 @@ def dataset_files(framework: str, kind: str, config: dict) -> list[str]:
 
 def train_data_inputs(framework: str, model: str, config: dict) -> list[str]:
     """The Snakemake inputs of a `data: real` train job: its dataset's files (manifest last)."""
-    return dataset_files(framework, CATALOGUE[model]["kind"], config)
+    return dataset_files(framework, kind_of(model).name, config)
 
 
 def config_problem(config: dict) -> str | None:

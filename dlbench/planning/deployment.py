@@ -19,7 +19,7 @@ from dlbench.images import apptainer as containers
 from dlbench.images import podman as images
 from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
 from dlbench.launch.request import SITE_KNOBS, LaunchRequest, argv_of
-from dlbench.models import CATALOGUE
+from dlbench.models import kind_of
 from dlbench.planning import datasets as data_paths
 from dlbench.planning.grid import planned_sizes
 from dlbench.planning.snakemake_api import (
@@ -135,12 +135,9 @@ class Deployment:
         return site or os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
 
     def flops_python(self) -> str:
-        """The Python that counts a model's FLOPs (PyTorch's FlopCounterMode, on the CPU): the
-        site's PyTorch where run.python names one, else the CPU venv's."""
-        return self.site_pythons.get("pytorch") or os.path.join(self.venvs, "pytorch", "bin", "python")
-
-    def flops_inputs(self, wildcards=None) -> list:
-        return [] if "pytorch" in self.site_pythons else [os.path.join(self.venvs, "pytorch", ENV_STAMP)]
+        """The Python that counts a model's FLOPs: the analysis environment's (each model kind's
+        formula, dlbench.model_kinds; no framework needed), conda's under --sdm conda."""
+        return "python" if self.conda else sys.executable
 
     # ---- the framework's image (--sdm apptainer) ----
 
@@ -230,8 +227,7 @@ class Deployment:
 
     def data_dir(self, wildcards) -> str:
         """The framework's converted dataset a real-data run reads (data.smk builds it)."""
-        kind = CATALOGUE[wildcards.model]["kind"]
-        return data_paths.dataset_path(wildcards.framework, kind, self.config)
+        return data_paths.dataset_path(wildcards.framework, kind_of(wildcards.model).name, self.config)
 
     def data_workers(self, wildcards) -> int:
         """Input-pipeline workers per rank: config, else the rank's share of the run's CPUs."""

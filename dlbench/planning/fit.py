@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dlbench import devices, llm
 from dlbench.coords import SINGLE_DEVICE, CellKey, Scale
-from dlbench.models import CATALOGUE
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners import capabilities
 
 GIB = 2**30
@@ -142,7 +142,7 @@ def cell_estimate_gib(cell: CellKey, seq_len: int, device: str) -> float | None:
     """Each rank's estimated memory for an LLM cell trained at `seq_len` on `device` (its
     strategy's sharding read from the framework's capabilities); None for other models or a
     searched batch."""
-    if CATALOGUE.get(cell.model, {}).get("kind") != llm.KIND or not str(cell.batch).isdigit():
+    if cell.model not in CATALOGUE or not kind_of(cell.model).memory_estimate or not str(cell.batch).isdigit():
         return None
     strategy = None if cell.strategy == SINGLE_DEVICE else capabilities(cell.framework).strategy(cell.strategy)
     sharding = Sharding.of(

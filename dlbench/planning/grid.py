@@ -11,7 +11,6 @@ import functools
 import itertools
 from dataclasses import dataclass, field
 
-from dlbench import llm
 from dlbench import protocol as protocols
 from dlbench.coords import (
     NO_ACCUMULATION,
@@ -22,7 +21,8 @@ from dlbench.coords import (
     RunCoords,
     Scale,
 )
-from dlbench.models import CATALOGUE, resolved_sizes
+from dlbench.model_kinds import SIZE_FIELDS
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.planning import fit
 from dlbench.runners import (
     capabilities,
@@ -68,12 +68,11 @@ def check_semantics(config: dict) -> None:
     for fw in grid["frameworks"]:
         if fw not in known:
             raise ConfigError(f"grid.frameworks: unknown framework {fw!r}; known: {known}")
+        capabilities(fw)  # a plug-in's own models join the catalogue as it loads
     for model in grid["models"]:
         if model not in CATALOGUE:
             raise ConfigError(f"grid.models: unknown model {model!r}; known: {sorted(CATALOGUE)}")
-    problem = llm.config_problem(config, grid["models"])
-    if problem:
-        raise ConfigError(problem)
+    _check_sizes(config.get("run") or {}, grid["models"])
     for fw, strategies in grid.get("strategies", {}).items():
         # A known framework outside the grid is fine (one file's strategies serve several
         # grids); an unknown name is a typo.
@@ -119,14 +118,24 @@ def _check_rules(grid: dict) -> None:
                         raise ConfigError(f"{where}: {value!r} is not a known {key} (known: {', '.join(known[key])})")
 
 
+def _check_sizes(run: dict, models: list[str]) -> None:
+    """A size a model's kind cannot train at (an LLM's sequence beyond its positions)."""
+    for model in models:
+        kind = kind_of(model)
+        problem = kind.size_problem and kind.size_problem(model, kind.size(planned_sizes(run, model)))
+        if problem:
+            raise ConfigError(problem)
+
+
 def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> str | None:
     """A tensor-parallel strategy's cell: N/A for a model that is no LLM; a ConfigError naming
     the scale when its devices per node cannot split the model's heads (dlbench.llm)."""
     if not capabilities(fw).strategy(strategy).tensor_parallel:
         return None
-    if CATALOGUE[model]["kind"] != llm.KIND:
+    split = kind_of(model).tensor_parallel_problem
+    if split is None:
         return f"{strategy} splits the blocks of an LLM over a node's devices: {model} is no LLM"
-    problem = llm.tensor_parallel_problem(model, Scale.parse(scale).devices_per_node)
+    problem = split(model, Scale.parse(scale).devices_per_node)
     if problem:
         raise ConfigError(f"grid.scales: {scale!r} with {fw}'s {strategy}: {problem}")
     return None
@@ -134,11 +143,16 @@ def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> 
 
 def planned_sizes(run: dict, model: str) -> tuple[int, int]:
     """(image size, sequence length) `model`'s runs train at: run.image_size and run.seq_len, 0
-    meaning the catalogue's default. Resolved here, at planning, for everything downstream:
-    the launch request, the FLOPs count, the batch search, the memory estimate."""
+    meaning the catalogue entry's default of the size its kind trains at. Resolved here alone,
+    at planning, for everything downstream: the launch request, the datasets, the FLOPs count,
+    the batch search, the memory estimate."""
     if model not in CATALOGUE:  # the communication prescreen's all-reduce trains no model
         return 0, 0
-    return resolved_sizes(model, run.get("image_size", 0), run.get("seq_len", 0))
+    kind = kind_of(model)
+    sizes = [run.get(name, 0) for name in SIZE_FIELDS]
+    mine = SIZE_FIELDS.index(kind.size_field)
+    sizes[mine] = sizes[mine] or CATALOGUE[model][kind.default_key]
+    return sizes[0], sizes[1]
 
 
 def _unfit(config: dict, cell: CellKey) -> str | None:
@@ -151,7 +165,7 @@ def _unfit(config: dict, cell: CellKey) -> str | None:
     return None if needed is None else fit.unfit_reason(needed, device_gib)
 
 
-def training_options(grid: dict, batch, scale: str) -> list[tuple[str, int]]:
+def cell_training_options(grid: dict, batch, scale: str) -> list[tuple[str, int]]:
     """The (activation checkpointing, grad_accum) pairs a cell of `batch` at `scale` is planned
     with; under grid.global_batch, grad_accum is resolved here, once: global ÷ (batch × devices).
     A global batch that does not divide is a ConfigError naming it."""
@@ -177,7 +191,7 @@ def planned_cells(grid: dict):
     )
     for fw, model, precision, data, batch, scale in combos:
         strategies = [SINGLE_DEVICE] if Scale.parse(scale).devices == 1 else grid["strategies"][fw]
-        for strategy, (mode, accum) in itertools.product(strategies, training_options(grid, batch, scale)):
+        for strategy, (mode, accum) in itertools.product(strategies, cell_training_options(grid, batch, scale)):
             cell = CellKey(fw, model, precision, data, str(batch), scale, strategy, mode, accum)
             values = cell.as_dict()
             if any(_matches(rule, values) for rule in grid.get("exclude", [])):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dlbench.coords import RunCoords
 from dlbench.launch.container import image_name, lock_path
-from dlbench.models import CATALOGUE
+from dlbench.models import kind_of
 from dlbench.planning.asked import model_size
 from dlbench.runners import capabilities, run_layout
 from dlbench.steplog import rank_log_name
@@ -36,7 +36,7 @@ REFUSED_LIST = "logs/refused-runs.txt"
 
 
 def _size_setting(model: str) -> str:
-    return "run.image_size" if CATALOGUE[model]["kind"] == "image" else "run.seq_len"
+    return f"run.{kind_of(model).size_field}"
 
 
 def _normal(value):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench import labels, llm
+from dlbench import labels
 from dlbench.analysis.aggregate import real_data_pairs
 from dlbench.analysis.columns import col
 from dlbench.analysis.losses import COMPARED, INCONCLUSIVE, SLOWER
 from dlbench.analysis.stats import finite
 from dlbench.coords import SINGLE_DEVICE
 from dlbench.findings import vocabulary as fnd
-from dlbench.models import CATALOGUE
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.planning.grid import planned_sizes
 from dlbench.plots import figures as figs
 from dlbench.plots.curves import loss_figure
@@ -40,12 +40,17 @@ def _whole(value) -> int:
 
 
 def _input_sizes(sizes: dict[str, tuple[int, int]]) -> list[str]:
+    """Per model, the size it trained at as its kind words it (a model outside the catalogue:
+    its image size)."""
     texts = []
     for m, (image_size, seq_len) in sizes.items():
-        if CATALOGUE.get(m, {}).get("kind") in ("text", "llm"):
-            texts.append(f"{labels.model_title(m)}: sequences of {seq_len} tokens")
-        else:
-            texts.append(f"{labels.model_title(m)}: {image_size}×{image_size} px images")
+        kind = kind_of(m) if m in CATALOGUE else None
+        size = (
+            kind.size_text.format(size=kind.size((image_size, seq_len)))
+            if kind
+            else f"{image_size}×{image_size} px images"
+        )
+        texts.append(f"{labels.model_title(m)}: {size}")
     return texts
 
 
@@ -58,7 +63,7 @@ def method(
     measured = not cells.empty
     models = list(dict.fromkeys(cells[col.model])) if measured else list(grid.get("models", []))
     sizes = ran_sizes(models, run, runs)
-    smaller = any(0 < sizes[m][0] < CATALOGUE.get(m, {}).get("default_image_size", 0) for m in models)
+    smaller = any(0 < sizes[m][0] < CATALOGUE[m].get("default_image_size", 0) for m in models if m in CATALOGUE)
     return {
         "units": list(dict.fromkeys(labels.sample_noun(m) for m in models)),
         "frameworks": sorted(set(cells[col.framework])) if measured else list(grid.get("frameworks", [])),
@@ -76,7 +81,7 @@ def method(
             for s in (sorted(set(cells[col.strategy])) if measured else [])
         ],
         "sizes": _input_sizes(sizes),
-        "image_sizes": {sizes[m][0] for m in models if CATALOGUE.get(m, {}).get("kind") == "image"},
+        "image_sizes": {sizes[m][0] for m in models if m in CATALOGUE and kind_of(m).size_field == col.image_size},
         "smaller_than_published": smaller,
         "device": run.get("device", "cpu"),
         "threads": run.get("threads"),
@@ -94,14 +99,19 @@ def method(
 
 
 def _llm_flops(sizes: dict[str, tuple[int, int]], cells: pd.DataFrame) -> str | None:
-    """How an LLM cell's TFLOP/s and MFU are counted (docs/frameworks/llm.md): the formula, each
-    model's FLOPs per token at the length it ran, and the peak MFU divides by (or why none)."""
-    ran = [(m, seq) for m, (_, seq) in sizes.items() if CATALOGUE.get(m, {}).get("kind") == llm.KIND and seq]
+    """How the TFLOP/s and MFU of a kind with a FLOPs note (the LLMs, docs/frameworks/llm.md)
+    are counted: the formula, each model's FLOPs per sample at the size it ran, and the peak MFU
+    divides by (or why none)."""
+    ran = [(m, planned) for m, planned in sizes.items() if m in CATALOGUE and kind_of(m).flops_note]
+    ran = [(m, kind_of(m).size(planned)) for m, planned in ran if kind_of(m).size(planned)]
     if not ran:
         return None
-    per_token = "; ".join(
-        f"{labels.model_title(m)} at {seq} tokens: {llm.train_flops_per_token(m, seq) / 1e9:.3g} GFLOP/token"
-        for m, seq in ran
+    kind = kind_of(ran[0][0])
+    unit = kind.sample_unit.removesuffix("s")
+    per_sample = "; ".join(
+        f"{labels.model_title(m)} at {size} tokens: {kind_of(m).train_flops(m, CATALOGUE[m], size) / 1e9:.3g} "
+        f"GFLOP/{unit}"
+        for m, size in ran
     )
     mine = cells[cells[col.model].isin([m for m, _ in ran])] if not cells.empty else cells
     bases = sorted({str(b) for b in mine.get(col.peak_basis, pd.Series(dtype=str)).dropna() if str(b)})
@@ -110,10 +120,7 @@ def _llm_flops(sizes: dict[str, tuple[int, int]], cells: pd.DataFrame) -> str | 
         if bases
         else "No dense peak is known for this device, so no MFU is given (TFLOP/s only)"
     )
-    return (
-        "training FLOPs per token = 6 × the matmul parameters (all but the input embedding) + "
-        f"12 × layers × hidden × sequence length (PaLM, appendix B): {per_token}. {peak}"
-    )
+    return f"training FLOPs per {unit} = {kind.flops_note}: {per_sample}. {peak}"
 
 
 def headline_cells(cells: pd.DataFrame) -> pd.DataFrame:

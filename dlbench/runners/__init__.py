@@ -17,7 +17,7 @@ import pkgutil
 import sys
 from types import ModuleType
 
-from dlbench.coords import ACTIVATION_CHECKPOINTING, SINGLE_DEVICE, Scale
+from dlbench.coords import SINGLE_DEVICE, Scale
 from dlbench.runners.plugin import Capabilities, Layout, ProcessLayout, Strategy
 
 __all__ = [
@@ -163,12 +163,8 @@ def training_option_unavailable(
 ) -> str | None:
     """Why `framework` cannot train `model` with this activation checkpointing and this many
     micro-batches a step (None: it can), from the declarations of the workload that trains it
-    (dlbench.runners.base.Workload); the grid keeps such cells as unavailable with this reason."""
-    if activation_checkpointing not in ACTIVATION_CHECKPOINTING:
-        known = ", ".join(ACTIVATION_CHECKPOINTING)
-        return f"activation_checkpointing {activation_checkpointing!r} is not one of {known}"
-    if not isinstance(grad_accum, int) or grad_accum < 1:
-        return f"grad_accum {grad_accum!r} is not a count of micro-batches (1 or more)"
+    (dlbench.runners.base.Workload); the grid keeps such cells as unavailable with this reason.
+    The values themselves are checked once, where coordinates are made (dlbench.coords)."""
     workload = _workload_class(framework, model)
     owner = f"{framework}'s {model} workload"
     offered = getattr(workload, "activation_checkpointing", ("none",))

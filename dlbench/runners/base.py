@@ -18,9 +18,11 @@ step-log writing live once, in `dlbench.launch.worker`; a Runner only builds and
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from dlbench.coords import NO_ACCUMULATION, NO_CHECKPOINTING, RunCoords
-from dlbench.models import CATALOGUE
+from dlbench.model_kinds import KINDS
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners import capabilities
 from dlbench.runners.profilers import PROFILERS
 
@@ -66,7 +68,7 @@ class RunSpec:
     def __post_init__(self):
         # Sizes come resolved from planning (dlbench.planning.grid.planned_sizes): runners read
         # them as given, and a size the model trains at is never 0.
-        needed = "image_size" if CATALOGUE[self.coords.model]["kind"] == "image" else "seq_len"
+        needed = kind_of(self.coords.model).size_field
         if getattr(self, needed) <= 0:
             raise ValueError(
                 f"{needed} {getattr(self, needed)} for {self.coords.model}: give the size it trains at "
@@ -148,10 +150,15 @@ class Runner:
         """Tear down process groups etc."""
 
 
-def training_options(coords) -> tuple[str, int]:
-    """(activation-checkpointing mode, micro-batches per step) of a run's coordinates; a
+class TrainingOptions(NamedTuple):
+    activation_checkpointing: str  # one of dlbench.coords.ACTIVATION_CHECKPOINTING
+    grad_accum: int  # micro-batches per optimizer step
+
+
+def run_training_options(coords) -> TrainingOptions:
+    """A run's training options (checked where its coordinates are made, dlbench.coords); a
     coordinates object without them (a benchmark's stand-in) trains plainly."""
-    return (
+    return TrainingOptions(
         str(getattr(coords, "activation_checkpointing", NO_CHECKPOINTING)),
         int(getattr(coords, "grad_accum", NO_ACCUMULATION)),
     )
@@ -164,7 +171,7 @@ class Workload:
     records (`describe`). The methods beyond these are the framework's own: its runner calls
     them on whichever class the run's model selects. Declaring one imports no framework."""
 
-    kind: str = ""  # the CATALOGUE kind it trains: "image", "text", "llm"
+    kind: str = ""  # the name of the model kind it trains (dlbench.model_kinds)
     models: tuple[str, ...] = ()  # the catalogue's models of that kind it builds
     # The training options it implements (docs/frameworks/llm.md, "Activation checkpointing
     # and gradient accumulation"), read by planning without importing the framework
@@ -189,12 +196,11 @@ class Workloads:
 
     def registers(self, cls: type) -> type:
         owner = f"{self.framework}: workload {cls.__name__}"
-        kinds = {entry["kind"] for entry in CATALOGUE.values()}
-        if cls.kind not in kinds:
-            raise ValueError(f"{owner}: kind {cls.kind!r} is not a model kind ({sorted(kinds)})")
+        if cls.kind not in KINDS:
+            raise ValueError(f"{owner}: kind {cls.kind!r} is not a model kind ({sorted(KINDS)})")
         if cls.kind in self._classes:
             raise ValueError(f"{owner}: kind {cls.kind!r} is already {self._classes[cls.kind].__name__}'s")
-        wrong = [m for m in cls.models if CATALOGUE.get(m, {}).get("kind") != cls.kind]
+        wrong = [m for m in cls.models if m not in CATALOGUE or kind_of(m) is not KINDS[cls.kind]]
         if not cls.models or wrong:
             raise ValueError(f"{owner}: expected catalogue models of kind {cls.kind!r}, got {wrong or 'none'}")
         self._classes[cls.kind] = cls
@@ -207,7 +213,7 @@ class Workloads:
 
     def __call__(self, model: str) -> type:
         """The workload class that trains `model`; a model none registers is a clear failure."""
-        cls = self._classes.get(CATALOGUE[model]["kind"]) if model in CATALOGUE else None
+        cls = self._classes.get(kind_of(model).name) if model in CATALOGUE else None
         if cls is None or model not in cls.models:
             raise ValueError(f"{self.framework}: no workload trains {model!r} (registered: {', '.join(self.models)})")
         return cls

@@ -15,7 +15,8 @@ from enum import Enum
 from types import MappingProxyType
 
 from dlbench.coords import SAFE_NAME, SINGLE_DEVICE, Scale
-from dlbench.models import CATALOGUE
+from dlbench.model_kinds import KINDS
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners.profilers import PROFILERS
 
 DATA_KINDS = ("synthetic", "real")
@@ -97,7 +98,7 @@ class Strategy:
     # Shards the parameters, gradients and optimizer state over the data-parallel ranks (FSDP,
     # ZeRO-3): what a rank holds, for planning's memory estimate (dlbench.planning.fit).
     shards_state: bool = False
-    # The model kinds (CATALOGUE's "image", "text", "llm") it trains; empty: every kind. A
+    # The model kinds (dlbench.model_kinds' names) it trains; empty: every kind. A
     # model of another kind is an N/A cell with `kind_reason`.
     model_kinds: tuple[str, ...] = ()
     kind_reason: str = ""
@@ -105,9 +106,8 @@ class Strategy:
     def __post_init__(self) -> None:
         owner = f"Strategy({self.name!r})"
         object.__setattr__(self, "model_kinds", _names(owner, "model_kinds", self.model_kinds))
-        kinds = {entry["kind"] for entry in CATALOGUE.values()}
-        if not set(self.model_kinds) <= kinds:
-            _fail(owner, "model_kinds", f"expected model kinds, some of {sorted(kinds)}")
+        if not set(self.model_kinds) <= set(KINDS):
+            _fail(owner, "model_kinds", f"expected model kinds, some of {sorted(KINDS)}")
         if bool(self.model_kinds) != bool(self.kind_reason):
             _fail(owner, "kind_reason", "expected a reason exactly when model_kinds is set")
         _names(owner, "name", (self.name,))
@@ -136,7 +136,7 @@ class Strategy:
 
     def model_unavailable(self, model: str) -> str | None:
         """Why this strategy does not train `model` (None: it does)."""
-        kind = CATALOGUE[model]["kind"]
+        kind = kind_of(model).name
         if self.model_kinds and kind not in self.model_kinds:
             return (
                 f"{self.name} trains {'/'.join(self.model_kinds)} models only ({self.kind_reason}): {model} is {kind}"
@@ -221,7 +221,7 @@ class Capabilities:
     strategies: tuple[Strategy, ...] = ()
     unavailable_models: Mapping[str, str] = field(default_factory=dict)  # {model: reason}
     data: tuple[str, ...] = ("synthetic",)  # input kinds it has pipelines for
-    # Model kinds (CATALOGUE's "image", "text", "llm") whose real-data pipeline it lacks, with
+    # Model kinds (dlbench.model_kinds' names) whose real-data pipeline it lacks, with
     # why, although `data` has "real" for its other kinds: N/A cells at planning time.
     real_data_unavailable: Mapping[str, str] = field(default_factory=dict)
     image_format: str = ""  # the converted image dataset its real-data pipeline reads
@@ -318,10 +318,10 @@ class Capabilities:
         for fmt in (*self.converts, *([self.image_format] if self.image_format else [])):
             if fmt not in DATASET_FORMATS:
                 _fail(owner, "image_format/converts", f"unknown dataset format {fmt!r}; known: {DATASET_FORMATS}")
-        kinds = {entry["kind"] for entry in CATALOGUE.values()}
-        if not set(self.real_data_unavailable) <= kinds:
-            _fail(owner, "real_data_unavailable", f"expected model kinds, some of {sorted(kinds)}")
-        images = any(CATALOGUE[m]["kind"] == "image" for m in self.models) and "image" not in self.real_data_unavailable
+        if not set(self.real_data_unavailable) <= set(KINDS):
+            _fail(owner, "real_data_unavailable", f"expected model kinds, some of {sorted(KINDS)}")
+        kinds = {kind_of(m) for m in self.models}
+        images = any(k.framework_images and k.name not in self.real_data_unavailable for k in kinds)
         if "real" in self.data and images and not self.image_format:
             _fail(owner, "image_format", "real data with image models needs the format its pipeline reads")
         if not all(isinstance(s, Strategy) for s in self.strategies):
@@ -349,7 +349,7 @@ class Capabilities:
 
     def data_unavailable(self, data: str, model: str) -> str | None:
         """Why this framework has no `data` input pipeline for `model` (None: it has one)."""
-        kind = CATALOGUE[model]["kind"]
+        kind = kind_of(model).name
         if data not in self.data:
             return f"the {self.label} runner has no {data}-data input pipeline"
         if data == "real" and kind in self.real_data_unavailable:

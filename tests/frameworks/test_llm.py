@@ -10,7 +10,7 @@ import pytest
 
 from dlbench import labels, llm
 from dlbench.analysis import memory
-from dlbench.analysis.flops import llm_count
+from dlbench.analysis.flops import count
 from dlbench.coords import RunCoords
 from dlbench.models import CATALOGUE, sample_unit
 from dlbench.planning.grid import ConfigError, expand
@@ -55,7 +55,7 @@ def test_rope_frequencies_follow_llama_3_1_scaling():
 def test_flops_per_token_are_palms_6n_plus_attention():
     s = llm.SHAPES["llama3_8b"]
     matmul = PARAMETERS["llama3_8b"] - s.vocab * s.hidden  # the input embedding is a lookup
-    counted = llm_count("llama3_8b", 8192)
+    counted = count("llama3_8b", 0, 8192)
     assert counted["train_flops_per_sample"] == 6 * matmul + 12 * 32 * 4096 * 8192
     assert counted["train_flops_per_sample"] == pytest.approx(57.914e9, rel=1e-4)
     # Tied: the head's matmul still costs its vocab × hidden.

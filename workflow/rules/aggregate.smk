@@ -3,9 +3,9 @@
 # losses.csv: every run's loss per step, for the loss curves and the convergence check.
 
 
+# Each model kind's FLOPs formula (dlbench.model_kinds): the analysis environment, no framework.
 rule model_flops:
     input:
-        env=DEPLOY.flops_inputs,
         asked=dlbench_asked.FLOPS_TEMPLATE,
     output:
         "results/flops/{model}.json",
@@ -13,7 +13,7 @@ rule model_flops:
         "logs/flops/{model}.log",
     localrule: True
     conda:
-        "../../envs/pytorch.yaml"
+        ANALYSIS_ENV
     params:
         python=DEPLOY.flops_python(),
         repo=REPO,

@@ -11,7 +11,7 @@ import os
 
 from dlbench.runners import training_option_unavailable
 from dlbench.runners.base import Runner as BaseRunner
-from dlbench.runners.base import training_options
+from dlbench.runners.base import run_training_options
 from dlbench.runners.jax.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 
@@ -106,7 +106,7 @@ class Runner(BaseRunner):
 
         spec = self.spec
         # The grid plans a training option the workload declares not as unavailable; refused here too.
-        reason = training_option_unavailable("jax", spec.coords.model, *training_options(spec.coords))
+        reason = training_option_unavailable("jax", spec.coords.model, *run_training_options(spec.coords))
         if reason:
             raise ValueError(reason)
         self.dtype = jnp.bfloat16 if spec.coords.precision == "amp" else jnp.float32

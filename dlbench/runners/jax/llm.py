@@ -16,7 +16,7 @@ import optax
 from jax.ad_checkpoint import checkpoint_name
 
 from dlbench import llm
-from dlbench.runners.base import training_options
+from dlbench.runners.base import run_training_options
 from dlbench.runners.jax import train
 
 OPTIMIZER = "adamw"
@@ -230,7 +230,7 @@ def tokens(spec, processes: int, rank: int):
     global batch sees the tokens that the devices of a sharded run see together, and one
     micro-batch of batch × A sequences those of A micro-batches of batch (split_micro_batches)."""
     vocab = llm.shape(spec.coords.model).vocab
-    share = spec.batch * training_options(spec.coords)[1] * spec.local_devices
+    share = spec.batch * run_training_options(spec.coords).grad_accum * spec.local_devices
     rng = np.random.default_rng(spec.seed)
     everything = rng.integers(llm.FIRST_TOKEN, vocab, (share * processes, spec.seq_len + 1), dtype=np.int64)
     return everything[rank * share : (rank + 1) * share].astype(np.int32)
@@ -248,7 +248,9 @@ class TokenBatches:
 
         self.rows, self.manifest = token_data.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
         self.rows = np.asarray(self.rows, np.int32)  # the whole corpus, a few MB: read once
-        self.share = spec.batch * training_options(spec.coords)[1] * spec.local_devices  # a step's micro-batches
+        self.share = (
+            spec.batch * run_training_options(spec.coords).grad_accum * spec.local_devices
+        )  # a step's micro-batches
         self.global_batch = self.share * processes
         if len(self.rows) < self.global_batch:
             raise ValueError(

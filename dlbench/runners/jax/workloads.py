@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import Workload, Workloads, training_options
+from dlbench.runners.base import Workload, Workloads, run_training_options
 from dlbench.workload import sgd_lr
 
 WORKLOADS = Workloads("jax")
@@ -98,7 +98,7 @@ class CausalLM(JaxWorkload):
         from dlbench.runners.jax import llm, strategies, train
 
         spec = self.spec
-        checkpointing, micro_batches = training_options(spec.coords)
+        checkpointing, micro_batches = run_training_options(spec.coords)
         module = llm.Llama(spec.coords.model, dtype, checkpointing)
         self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, devices)
         data = self.strategy.data
@@ -122,7 +122,7 @@ class CausalLM(JaxWorkload):
         return train.training_record(llm.OPTIMIZER, state, self.schedule)
 
     def describe(self) -> dict:
-        checkpointing, micro_batches = training_options(self.spec.coords)
+        checkpointing, micro_batches = run_training_options(self.spec.coords)
         return {
             **super().describe(),
             "activation_checkpointing": CHECKPOINTING_RECORD[checkpointing],

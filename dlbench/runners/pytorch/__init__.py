@@ -8,7 +8,7 @@ from __future__ import annotations
 from dlbench.runners import _horovod, training_option_unavailable
 from dlbench.runners._hyperparameters import linear_schedule, loss_scaling_record, optimizer_record
 from dlbench.runners.base import Runner as BaseRunner
-from dlbench.runners.base import address_space_capped, training_options
+from dlbench.runners.base import TrainingOptions, address_space_capped, run_training_options
 from dlbench.runners.plugin import Capabilities, Option, Strategy
 from dlbench.runners.pytorch import clock, strategies
 from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
@@ -59,14 +59,14 @@ CAPABILITIES = Capabilities(
 )
 
 
-def _training_options(spec) -> tuple[str, int]:
+def _training_options(spec) -> TrainingOptions:
     """The run's activation checkpointing and micro-batches a step, refused where its workload
     declares them not (the grid plans such a cell as unavailable with the same reason)."""
-    checkpointing, micro_batches = training_options(spec.coords)
-    reason = training_option_unavailable("pytorch", spec.coords.model, checkpointing, micro_batches)
+    options = run_training_options(spec.coords)
+    reason = training_option_unavailable("pytorch", spec.coords.model, *options)
     if reason:
         raise ValueError(reason)
-    return checkpointing, micro_batches
+    return options
 
 
 class Runner(BaseRunner):
@@ -84,7 +84,7 @@ class Runner(BaseRunner):
         torch.manual_seed(spec.seed)
         torch.set_num_threads(spec.threads)
         self.device = self._device()
-        self.grad_accum = _training_options(spec)[1]
+        self.grad_accum = _training_options(spec).grad_accum
         self.strategy = strategies.for_run(spec)
         self.strategy.start(spec, self.device)
         # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from dlbench import llm
-from dlbench.runners.base import training_options
+from dlbench.runners.base import run_training_options
 
 
 class RMSNorm(nn.Module):
@@ -170,7 +170,7 @@ def tokens(spec, generator, shard=(0, 1, 1)):
     micro-batch i is rows [i × batch × devices, (i + 1) × batch × devices) of the share)."""
     vocab = llm.shape(spec.coords.model).vocab
     index, count, devices = shard
-    share = spec.batch * training_options(spec.coords)[1] * spec.local_devices * devices
+    share = spec.batch * run_training_options(spec.coords).grad_accum * spec.local_devices * devices
     everything = torch.randint(llm.FIRST_TOKEN, vocab, (share * count, spec.seq_len + 1), generator=generator)
     return everything[index * share : (index + 1) * share].clone()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from dlbench.runners.base import training_options
+from dlbench.runners.base import run_training_options
 from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -139,7 +139,7 @@ def token_loader(spec, device, shard):
 
     rows, manifest = tokens.load(spec.data_dir, spec.seq_len, llm.shape(spec.coords.model).vocab)
     dataset = TensorDataset(torch.from_numpy(rows.astype("int64")))
-    micro_batches = training_options(spec.coords)[1]
+    micro_batches = run_training_options(spec.coords).grad_accum
     return loader(spec, device, dataset, 0, shard, micro_batches), tokens.header_record(manifest)
 
 

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import os
 
-from dlbench.runners.base import training_options
+from dlbench.runners.base import run_training_options
 from dlbench.runners.plugin import StrategyClasses
 
 STRATEGIES = StrategyClasses("pytorch")
@@ -165,7 +165,7 @@ class Horovod(Single):
         from dlbench.runners import _horovod
 
         self.hvd, self.rendezvous = _horovod.start("horovod.torch", spec.dist)
-        self.backward_passes = training_options(spec.coords)[1]
+        self.backward_passes = run_training_options(spec.coords).grad_accum
 
     def wrap_optimizer(self, optimizer, model):
         hvd = self.hvd

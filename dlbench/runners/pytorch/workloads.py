@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
-from dlbench.runners.base import Workload, Workloads, training_options
+from dlbench.runners.base import Workload, Workloads, run_training_options
 from dlbench.runners.pytorch import models as nets
 from dlbench.runners.pytorch import pipeline
 from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
@@ -157,7 +157,7 @@ class CausalLM(TorchWorkload):
         # Built where it trains: Llama 3.2 1B's random init takes 16 s on two host
         # cores, then the copy; a GPU draws it in a moment.
         with self.torch.device(self.device):
-            return llm.Llama(self.spec.coords.model, training_options(self.spec.coords)[0])
+            return llm.Llama(self.spec.coords.model, run_training_options(self.spec.coords).activation_checkpointing)
 
     def optimizer(self, params, compiled: bool):
         from dlbench.runners.pytorch import llm
@@ -191,7 +191,7 @@ class CausalLM(TorchWorkload):
         return "DataLoader over packed byte-level tokens in memory"
 
     def describe(self) -> dict:
-        checkpointing, micro_batches = training_options(self.spec.coords)
+        checkpointing, micro_batches = run_training_options(self.spec.coords)
         return {
             **super().describe(),
             "activation_checkpointing": CHECKPOINTING_RECORD[checkpointing],
