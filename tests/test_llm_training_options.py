@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from dlbench import llm
+from dlbench.coords import RunCoords
 from dlbench.runners import training_option_unavailable
 from tests.conftest import REPO, framework_python
 from tests.frameworks import equivalence
@@ -46,8 +47,10 @@ def test_a_workload_without_the_option_gives_the_reason_and_the_llms_offer_them(
     assert training_option_unavailable("pytorch", "bert_base", "none", 2) == (
         "pytorch's bert_base workload has no gradient accumulation (grad_accum 2: it takes one batch a step)"
     )
-    assert "'fast' is not one of none, selective, full" in training_option_unavailable("jax", "llama_small", "fast", 1)
-    assert "grad_accum 0" in training_option_unavailable("jax", "llama_small", "none", 0)
+    # The values themselves are refused once, where coordinates are made.
+    for bad, said in (({"activation_checkpointing": "fast"}, "'fast' is not one of"), ({"grad_accum": 0}, "=0 is")):
+        with pytest.raises(ValueError, match=f"run coordinate .*{said}"):
+            RunCoords("jax", "llama_small", "fp32", "synthetic", "4", "1x1", "single", 1, **bad)
     for framework in ("pytorch", "jax"):
         for mode in ("none", "selective", "full"):
             assert training_option_unavailable(framework, "llama_small", mode, 4) is None
