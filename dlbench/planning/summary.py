@@ -52,3 +52,14 @@ def planned_record(grid: Grid, config: dict, files: list[str], overrides: dict |
             "runs_not_estimated": estimate.unestimated_runs,
         },
     }
+
+
+def before_run(grid: Grid, config: dict, found, repo: str) -> list[str]:
+    """The plan summary's lines, once the grid is within run.max_device_hours; else ValueError
+    naming the limit, the file and line that set it, and the estimate (`found`: a callable
+    giving the config's origins)."""
+    estimate = cost.estimate(grid, config, repo)
+    over = cost.budget_problem(estimate, config)
+    if over:
+        raise ValueError(origins.where(over, found()))
+    return plan_summary(grid, config, found(), estimate.summary_lines())

@@ -6,7 +6,6 @@ from snakemake.settings.types import RerunTrigger
 
 from dlbench.planning import config as dlbench_config
 from dlbench.planning import origins as dlbench_origins
-from dlbench.planning import cost as dlbench_cost
 from dlbench.planning import summary as dlbench_summary
 from dlbench.planning import jobs as dlbench_jobs
 from dlbench.planning import prescreen as dlbench_prescreen
@@ -45,17 +44,14 @@ except ValueError as error:
 # runs, and a grid over run.max_device_hours is refused. (tools/run.sh's second invocation,
 # which bundles the report, has said it already.)
 if not (workflow.remote_exec or workflow.subprocess_exec):
-    COST = dlbench_cost.estimate(GRID, config, workflow.basedir)
-    OVER_BUDGET = dlbench_cost.budget_problem(COST, config)
-    if OVER_BUDGET:
-        raise WorkflowError(
-            f"invalid config: {dlbench_origins.where(OVER_BUDGET, config_origins())}"
+    try:
+        PLAN = dlbench_summary.before_run(
+            GRID, config, config_origins, workflow.basedir
         )
+    except ValueError as error:
+        raise WorkflowError(f"invalid config: {error}") from None
     if os.environ.get("DLBENCH_PLAN_SUMMARY") != "0":
-        for line in dlbench_summary.plan_summary(
-            GRID, config, config_origins(), COST.summary_lines()
-        ):
-            logger.info(line)
+        logger.info("\n".join(PLAN))
 SDM = workflow.deployment_settings.deployment_method
 try:
     DEPLOY = Deployment(config, workflow.basedir, SDM, lambda: workflow.rerun_triggers)
