@@ -2,7 +2,7 @@
 (tests/test_seed_grids.py checks the grids against this table).
 
 The seeds are the Chinese documents in the project's seeds directory ($DLBENCH_SEEDS, by default
-/work/shared/seeds), named here by file. A quote is the seed's own words, whitespace aside: the
+shared/seeds beside the checkout), named here by file. A quote is the seed's own words, whitespace aside: the
 seeds' text is extracted from web pages and a PDF that break lines and space characters apart.
 A value a seed does not state has no quote; its note, beginning "Not stated", says what the
 grid uses instead and why.
@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-SEEDS = Path(os.environ.get("DLBENCH_SEEDS", "/work/shared/seeds"))
+# shared/ lies beside the checkout (the developers' machines and CI alike).
+SEEDS = Path(os.environ.get("DLBENCH_SEEDS", Path(__file__).resolve().parents[2] / "shared" / "seeds"))
 NOT_STATED = "Not stated"
 
 
