@@ -204,10 +204,11 @@ def test_envs_plan_exactly_the_grids_environments_and_nothing_else(dry):
         result = run_block(name, dry, dry=True)
         assert result.returncode == 0, result.output[-3000:]
         found = jobs(result.output)
-        assert set(found) == {"framework_env"}, found  # no dataset, image or training job
-        planned[name] = {Path(out).parent.name for out in found["framework_env"]}
-        assert all(out.startswith(str(dry["venvs"])) for out in found["framework_env"])
-    assert planned == {"envs": {"pytorch"}, "envs-cuda": {"pytorch", "pytorch-cuda"}}
+        assert set(found) <= {"framework_env"}, found  # no dataset, image or training job
+        planned[name] = {Path(out).parent.name for out in found.get("framework_env", [])}
+        assert all(out.startswith(str(dry["venvs"])) for out in found.get("framework_env", []))
+    # Ranks in the image and FLOPs from the kind's formula: the pyxis grid needs no venv.
+    assert planned == {"envs": set(), "envs-cuda": {"pytorch-cuda"}}
     assert not any(dry["venvs"].iterdir())
 
 

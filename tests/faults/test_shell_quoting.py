@@ -15,6 +15,7 @@ import yaml
 
 from dlbench.data import imagenet
 from dlbench.planning import datasets as paths
+from dlbench.planning.origins import merge
 from tests.conftest import REPO, framework_python
 
 pytestmark = [
@@ -39,7 +40,10 @@ def test_config_paths_reach_the_shell_as_one_argument(tmp_path):
     work = tmp_path / "work"
     (work / "config").mkdir(parents=True)
     shutil.copy(REPO / "config/config.yaml", work / "config/config.yaml")
-    (work / "data.yaml").write_text(yaml.safe_dump(override))
+    # The default grid with the override in it: a grid file is the whole experiment.
+    grid = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    merge(grid, override)
+    (work / "data.yaml").write_text(yaml.safe_dump(grid))
     folder, text = paths.format_files("imagefolder", override)[-1], paths.format_files("bert", override)[-1]
     cmd = [sys.executable, "-m", "snakemake", folder, text, "-s", str(REPO / "Snakefile"), "-d", str(work)]
     cmd += ["--profile", str(REPO / "profiles/local"), "--configfile", str(work / "data.yaml")]
