@@ -17,6 +17,7 @@ import yaml
 
 from dlbench import protocol as protocols
 from dlbench.planning.schema import REPO, schema_defaults
+from dlbench.planning.snakemake_api import load_configfile, update_config
 
 WORKDIR_DEFAULT = os.path.join("config", "config.yaml")
 EMBEDDED_DEFAULT = os.path.join(REPO, WORKDIR_DEFAULT)
@@ -46,23 +47,13 @@ def display_path(path: str) -> str:
 
 
 def load(path: str) -> dict:
-    """A config file as Snakemake loads it: JSON, else YAML."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    try:
-        return json.loads(text)
-    except ValueError:
-        return yaml.safe_load(text) or {}
+    """A config file as Snakemake loads it (JSON, else YAML)."""
+    return load_configfile(path) or {}
 
 
 def merge(target: dict, update: dict) -> dict:
-    """`update` merged into `target` as Snakemake merges config files and --config: mappings key
-    by key, anything else replaced whole."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
+    """`update` merged into `target` by Snakemake's own merge of config files and --config."""
+    update_config(target, copy.deepcopy(update))
     return target
 
 

@@ -14,14 +14,18 @@ import shlex
 from collections.abc import Callable
 
 from snakemake.common import overwrite_function_params
+from snakemake.common.configfile import load_configfile
 from snakemake.io import ancient, apply_wildcards
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
+from snakemake.utils import update_config
 
 from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords, training_suffix
 
 __all__ = [
     "CommandClasses",
     "parse_config_args",
+    "load_configfile",
+    "update_config",
     "command_param",
     "DeploymentMethod",
     "Placeholders",
