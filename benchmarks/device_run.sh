@@ -39,7 +39,7 @@ exec > >(tee "$OUT/device_run.log") 2>&1
 start=$SECONDS
 budget=${BUDGET_S:-540}
 # STAGES: which of the LLM line's stages run (a rerun on a lent machine can pick up the rest).
-stages=" ${STAGES:-pipeline pytorch jax compiled memory} "
+stages=" ${STAGES:-pipeline compiled memory pytorch jax} "
 want() { [[ $stages == *" $1 "* ]]; }
 stage() { echo; echo "== [$((SECONDS - start)) s] $*"; }
 # run_stage NAME LIMIT_S COMMAND...: at most LIMIT_S and what is left of the budget (less 20 s
@@ -134,11 +134,10 @@ pipeline() {
     local name=$1 dir=$work/$1 archive=$2 configs=$work/configs-$1
     shift 2
     mkdir -p "$dir" "$configs"
-    cp config/config.yaml "$configs/1-config.yaml"
-    cp "$grid" "$configs/2-$(basename "$grid")"
-    cp "$work/site.yaml" "$configs/3-site.yaml"
-    cp "$work/overrides.yaml" "$configs/4-overrides.yaml"
-    local n=5 extra
+    cp "$grid" "$configs/1-$(basename "$grid")"
+    cp "$work/site.yaml" "$configs/2-site.yaml"
+    cp "$work/overrides.yaml" "$configs/3-overrides.yaml"
+    local n=4 extra
     for extra in "$@"; do cp "$extra" "$configs/$n-$(basename "$extra")" && n=$((n + 1)); done
     run_stage "pipeline $name: $grid in the site's Python" "$pipeline_s" \
         "$snakemake_python" -m snakemake -s "$repo/Snakefile" -d "$dir" --profile "$repo/profiles/local" \
@@ -155,6 +154,24 @@ pipeline() {
 want pipeline && pipeline pipeline gpu_campaign.tar.gz
 
 if [ "$workload" = llm ]; then
+    # torch.compile's gain in the pipeline itself: PyTorch again, compiled (Inductor's cache
+    # lets repeats 2 and 3 skip most of the compile), with one profiled run (repeat 0, config
+    # `profile`): where the compiled step's time goes, the device kernels by class.
+    printf 'grid: {frameworks: [pytorch]}\nrun: {compile: true}\nprofile: true\n' >"$work/compiled.yaml"
+    if want compiled; then
+        pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
+        profiled=$(ls -d "$work"/compiled/results/runs/pytorch/*/*/*/*/*/*/rep0 2>/dev/null)
+        [ -n "$profiled" ] && "$torch_python" benchmarks/gpu_kernel_breakdown.py $profiled --json "$OUT/profile_breakdown.json"
+    fi
+    # The memory axes (docs/memory.md), PyTorch's: selective and full checkpointing at one
+    # micro-batch beside the pipeline's none; the tables hold the measured peak beside the estimate.
+    cat >"$work/memory.yaml" <<'EOF'
+grid:
+  frameworks: [pytorch]
+  activation_checkpointing: [selective, full]
+protocol: {repeats: 1}
+EOF
+    want memory && pipeline_s=$memory_s pipeline memory gpu_campaign_memory.tar.gz "$work/memory.yaml"
     # Each runner beside transformers' definition of the same Llama, in one process per framework.
     want pytorch && run_stage "llm_gpu_check pytorch" "$check_s" "$torch_python" benchmarks/llm_gpu_check.py \
         --framework pytorch "${llm_args[@]}" --json "$OUT/llm_check_pytorch.json"
@@ -164,22 +181,9 @@ if [ "$workload" = llm ]; then
         "$jax_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
             --target "$work/flax-reference" .whl-flax/*.whl && flax_path=$work/flax-reference:$PYTHONPATH
     fi
+    # JAX_ARMS: the check's arms (xla-attention adds a second runner with XLA's attention).
     want jax && PYTHONPATH=$flax_path run_stage "llm_gpu_check jax" "$check_s" "$jax_python" benchmarks/llm_gpu_check.py \
-        --framework jax "${llm_args[@]}" --json "$OUT/llm_check_jax.json"
-    # torch.compile's gain in the pipeline itself: PyTorch again, compiled (Inductor's cache
-    # lets repeats 2 and 3 skip most of the compile).
-    printf 'grid: {frameworks: [pytorch]}\nrun: {compile: true}\n' >"$work/compiled.yaml"
-    want compiled && pipeline_s=$compiled_s pipeline compiled gpu_campaign_compiled.tar.gz "$work/compiled.yaml"
-    # The memory axes (docs/memory.md): each checkpointing mode at one micro-batch, and two
-    # micro-batches without it; the tables hold the measured peak beside the estimate.
-    cat >"$work/memory.yaml" <<'EOF'
-grid:
-  activation_checkpointing: [none, selective, full]
-  grad_accum: [1, 2]
-  exclude: [{activation_checkpointing: [selective, full], grad_accum: 2}]
-protocol: {warmup_steps: 3, measured_steps: 10, repeats: 1}
-EOF
-    want memory && pipeline_s=$memory_s pipeline memory gpu_campaign_memory.tar.gz "$work/memory.yaml"
+        --framework jax "${llm_args[@]}" --arms ${JAX_ARMS:-window reference} --json "$OUT/llm_check_jax.json"
 else
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)

@@ -32,10 +32,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 clock = time.perf_counter
 STARTED = clock()
-ARMS = ("window", "per-step", "reference")
+ARMS = ("window", "per-step", "reference", "xla-attention")
+DEFAULT_ARMS = ("window", "per-step", "reference")
 
 
-def build_runner(args):
+def build_runner(args, attention: str | None = None):
+    """The runner as the worker builds it; `attention` (JAX) forces that implementation of
+    jax.nn.dot_product_attention instead of the runner's choice (the xla-attention arm)."""
     from dlbench.coords import RunCoords
     from dlbench.runners import framework_module
     from dlbench.runners.base import RunSpec
@@ -45,8 +48,27 @@ def build_runner(args):
                    device=args.device, compile=args.compile)  # fmt: skip
     runner = framework_module(args.framework).Runner(spec)
     runner.import_framework()
-    runner.build()
+    if attention is None:
+        runner.build()
+        return runner
+    from dlbench.runners.jax import llm
+
+    chosen = llm.attention_implementation
+    llm.attention_implementation = lambda backend, dtype: attention
+    try:
+        runner.build()
+    finally:
+        llm.attention_implementation = chosen
     return runner
+
+
+def step_memory(runner) -> dict | None:
+    """XLA's memory analysis of a JAX runner's compiled step (bytes), None for PyTorch."""
+    analysis = getattr(getattr(runner, "step_fn", None), "memory_analysis", lambda: None)()
+    if analysis is None:
+        return None
+    names = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes")
+    return {name: int(getattr(analysis, name, 0) or 0) for name in names}
 
 
 def build_reference(args):
@@ -115,21 +137,27 @@ def efficiency(args, runner, tokens_per_s: float, meter) -> dict:
 def check(args) -> dict:
     from dlbench.launch import energy
 
+    arms = tuple(args.arms)
     runner = build_runner(args)
-    print(f"[{clock() - STARTED:.1f} s] the runner is built (step compiled)", flush=True)
-    reference = build_reference(args)
+    print(f"[{clock() - STARTED:.1f} s] the runner is built (step compiled): {attention_of(runner)}", flush=True)
+    runners = {arm: runner for arm in arms if arm != "reference"}
+    if "xla-attention" in arms:
+        runners["xla-attention"] = build_runner(args, attention="xla")
+        print(f"[{clock() - STARTED:.1f} s] the xla-attention runner is built", flush=True)
+    reference = build_reference(args) if "reference" in arms else None
     print(f"[{clock() - STARTED:.1f} s] the reference is built", flush=True)
-    blocks: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    blocks: dict[str, list[float]] = {arm: [] for arm in arms}
     meter, timing, reference_losses = None, {}, []
     for r in range(args.rounds):
-        for arm in ARMS[r % 3 :] + ARMS[: r % 3]:
+        shift = r % len(arms)
+        for arm in arms[shift:] + arms[:shift]:
             if arm == "reference":
                 blocks[arm].append(reference_block(reference, args, reference_losses))
                 continue
             block_meter = energy.open_meter(args.device, [0])
-            blocks[arm].append(runner_block(runner, args, arm == "window", block_meter))
+            blocks[arm].append(runner_block(runners[arm], args, arm != "per-step", block_meter))
             meter = block_meter if arm == "window" else meter
-            timing[arm] = runner.timing()
+            timing[arm] = runners[arm].timing()
         print(
             f"[{clock() - STARTED:.1f} s] round {r + 1}: "
             + ", ".join(f"{a} {v[-1]:.1f}" for a, v in blocks.items())
@@ -138,24 +166,39 @@ def check(args) -> dict:
         )
         if args.json:  # each round kept: a stage stopped by its time limit still leaves its rounds
             Path(args.json).write_text(
-                json.dumps(results(args, runner, blocks, timing, reference_losses, meter), indent=1)
+                json.dumps(results(args, runners, blocks, timing, reference_losses, meter), indent=1)
             )
-    result = results(args, runner, blocks, timing, reference_losses, meter)
-    runner.close()
+    result = results(args, runners, blocks, timing, reference_losses, meter)
+    for each in {id(r): r for r in runners.values()}.values():
+        each.close()
     return result
 
 
-def results(args, runner, blocks, timing, reference_losses, meter) -> dict:
+def attention_of(runner) -> str:
+    return str(runner.describe().get("attention") or "the framework's attention")
+
+
+# (key, candidate arm, baseline arm): each ratio the results give where both arms ran.
+RATIOS = (
+    ("runner_over_reference", "window", "reference"),
+    ("per_step_over_window", "per-step", "window"),
+    ("window_over_xla_attention", "window", "xla-attention"),
+)
+
+
+def results(args, runners, blocks, timing, reference_losses, meter) -> dict:
     medians = {arm: statistics.median(values) for arm, values in blocks.items()}
+    runner = runners["window"]
     return {
         "settings": {k: v for k, v in vars(args).items() if k != "json"},
         "framework": runner.describe().get("version"),
+        "attention": {arm: attention_of(r) for arm, r in runners.items()},
+        "step_memory": {arm: step_memory(r) for arm, r in runners.items()},
         "timing": timing,
-        "reference_loss": reference_losses[-1],
+        "reference_loss": reference_losses[-1] if reference_losses else None,
         "rounds": blocks,
         "median_tokens_per_s": medians,
-        "runner_over_reference": ratio(blocks["reference"], blocks["window"]),
-        "per_step_over_window": ratio(blocks["window"], blocks["per-step"]),
+        **{key: ratio(blocks[base], blocks[arm]) for key, arm, base in RATIOS if blocks.get(arm) and blocks.get(base)},
         **efficiency(args, runner, medians["window"], meter),
     }
 
@@ -168,7 +211,9 @@ def summary(result: dict) -> str:
         lines.append(
             f"  {arm:10s} {value:10.1f} tokens/s (rounds: {', '.join(f'{v:.1f}' for v in result['rounds'][arm])})"
         )
-    for key in ("runner_over_reference", "per_step_over_window"):
+    for key, _, _ in RATIOS:
+        if key not in result:
+            continue
         r = result[key]
         lines.append(f"  {key.replace('_', ' ')}: {r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}] (n={r['n']})")
     lines.append(
@@ -177,6 +222,12 @@ def summary(result: dict) -> str:
     )
     if "joules_per_token" in result:
         lines.append(f"  {result['joules_per_token']:.4g} J/token, {result['watts']:.0f} W")
+    for arm, memory in (result.get("step_memory") or {}).items():
+        if memory:
+            lines.append(
+                f"  {arm}: XLA's step temp {memory['temp_size_in_bytes'] / 2**30:.1f} GiB, "
+                f"arguments {memory['argument_size_in_bytes'] / 2**30:.1f} GiB ({result['attention'][arm]})"
+            )
     memory = result["device_memory"]
     if memory:
         lines.append(
@@ -198,6 +249,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--compile", action="store_true", help="PyTorch: torch.compile the runner and the reference alike")
+    arms_help = "window must be one; xla-attention (JAX) builds a second runner with XLA's attention"
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(DEFAULT_ARMS), help=arms_help)
     p.add_argument("--json", default=None, help="also write the results here")
     return p.parse_args(argv)
 
@@ -206,6 +259,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compile and args.framework != "pytorch":
         sys.exit("llm_gpu_check: --compile is PyTorch's (JAX always compiles its step)")
+    if "window" not in args.arms:
+        sys.exit("llm_gpu_check: --arms must include window")
+    if "xla-attention" in args.arms and args.framework != "jax":
+        sys.exit("llm_gpu_check: the xla-attention arm is JAX's")
     print(summary(check(args)), flush=True)
     return 0
 

@@ -12,7 +12,8 @@ from dlbench import labels
 from dlbench.report.regenerate import check_campaign
 from tests.conftest import REPO
 
-CAMPAIGNS = sorted(p.parent for p in (REPO / "campaigns").glob("*/config"))
+# A campaign is a folder with config/ and results/; a device session's parts are folders of one.
+CAMPAIGNS = sorted(p.parent for p in (REPO / "campaigns").glob("**/config") if (p.parent / "results").is_dir())
 GPU = REPO / "campaigns" / "h100-resnet50-2026-11-26"
 LLM_GPU = REPO / "campaigns" / "h200-llama1b-2026-11-27"
 

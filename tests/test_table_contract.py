@@ -153,7 +153,7 @@ def test_the_writer_refuses_an_undeclared_or_missing_column():
 
 
 def test_a_campaign_records_its_tables_schema_version():
-    for manifest in sorted((REPO / "campaigns").glob("*/results/campaign.json")):
+    for manifest in sorted((REPO / "campaigns").glob("**/results/campaign.json")):
         assert json.loads(manifest.read_text())["tables_schema"] == columns.TABLES_SCHEMA, manifest
 
 

@@ -222,10 +222,15 @@ def run_rank(
     try:
         check_model_kind(spec)
         runner = module.Runner(spec)
+        marks = [clock()]
         runner.import_framework()
         apply_memory_cap(memory_cap_mb)
+        marks.append(clock())
         runner.build()
-        writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance))
+        marks.append(clock())
+        # Where the time before the first step goes (outside every step's time).
+        setup = {"import_framework": round(marks[1] - marks[0], 3), "build": round(marks[2] - marks[1], 3)}
+        writer = StepLogWriter(log_path, _header(spec, protocol, runner, start_time, provenance, setup))
         meter = _window_meter(spec, runner, log_path, profiled)
         warmup, measured = protocol.warmup_steps, protocol.measured_steps
         steps = time_steps(runner, warmup, measured, progress_every, spec.dist.rank, meter)
@@ -293,7 +298,9 @@ def _local_device_indices(spec: RunSpec) -> list[int]:
     return list(range(spec.local_devices)) if spec.local_devices > 1 else [spec.dist.local_rank]
 
 
-def _header(spec: RunSpec, protocol: RunProtocol, runner, start_time: str, provenance: dict | None) -> Header:
+def _header(
+    spec: RunSpec, protocol: RunProtocol, runner, start_time: str, provenance: dict | None, setup: dict | None = None
+) -> Header:
     try:
         # The runner's facts, its training hyperparameters (framework.optimizer) among them,
         # read back from the framework's objects: a failed build may have none to read.
@@ -320,6 +327,11 @@ def _header(spec: RunSpec, protocol: RunProtocol, runner, start_time: str, prove
         **(runner.timing() if runner is not None else {"clock": "time.perf_counter", "sync": "step"}),
         python=platform.python_version(),
         dlbench_version=__version__,
-        framework={"name": spec.coords.framework, "options": spec.options, **described},
+        framework={
+            "name": spec.coords.framework,
+            "options": spec.options,
+            **described,
+            **({"setup_seconds": setup} if setup else {}),
+        },
         provenance=provenance or {},
     )

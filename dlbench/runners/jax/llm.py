@@ -45,6 +45,7 @@ def rotate(x, cos, sin):
 class Block(nn.Module):
     shape: llm.LlamaShape
     dtype: Any = jnp.float32
+    attention: str = "xla"  # jax.nn.dot_product_attention's implementation (attention_implementation)
 
     def dense(self, features: int, name: str):
         init = nn.initializers.normal(self.shape.init_std)
@@ -59,7 +60,8 @@ class Block(nn.Module):
         k = self.dense(s.kv_heads * s.head_dim, "k")(h).reshape(batch, seq, s.kv_heads, s.head_dim)
         v = self.dense(s.kv_heads * s.head_dim, "v")(h).reshape(batch, seq, s.kv_heads, s.head_dim)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        attended = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # GQA: heads share k, v
+        # GQA: heads share k, v.
+        attended = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=self.attention)
         attended = checkpoint_name(attended, ATTENTION_OUTPUT)  # kept by selective checkpointing
         x = x + self.dense(s.hidden, "o")(attended.reshape(batch, seq, -1))
         h = RMSNorm(s.norm_eps, self.dtype, name="ffn_norm")(x)
@@ -88,6 +90,7 @@ class Llama(nn.Module):
     model: str
     dtype: Any = jnp.float32
     activation_checkpointing: str = "none"  # dlbench.coords.ACTIVATION_CHECKPOINTING
+    attention: str = "xla"  # attention_implementation
 
     @nn.compact
     def __call__(self, tokens):
@@ -101,11 +104,25 @@ class Llama(nn.Module):
         cos, sin = rope_tables(self.model, tokens.shape[1])
         x = embed(tokens)
         for i in range(s.layers):
-            x = block(s, self.dtype, name=f"block{i}")(x, cos, sin)
+            x = block(s, self.dtype, self.attention, name=f"block{i}")(x, cos, sin)
         x = RMSNorm(s.norm_eps, self.dtype, name="norm")(x)
         if s.tied_embeddings:
             return embed.attend(x)
         return nn.Dense(s.vocab, use_bias=False, dtype=self.dtype, kernel_init=init, name="head")(x)
+
+
+# What the header says of each attention implementation.
+ATTENTION_RECORD = {
+    "xla": "jax.nn.dot_product_attention, implementation='xla' (XLA's own: the scores materialised)",
+    "cudnn": "jax.nn.dot_product_attention, implementation='cudnn' (cuDNN's fused flash attention)",
+}
+
+
+def attention_implementation(backend: str, dtype) -> str:
+    """cuDNN's fused attention on CUDA GPUs in bf16 or fp16 (the dtypes it takes), else XLA's:
+    jax.nn.dot_product_attention's default is XLA's on every backend, which keeps each
+    layer's (batch, heads, seq, seq) scores for the backward pass."""
+    return "cudnn" if backend == "gpu" and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16) else "xla"
 
 
 def rope_tables(model: str, seq_len: int):
@@ -155,7 +172,8 @@ def initial_state(module, seq_len: int, seed: int, strategy, optim):
     strategy puts it (every process the same), and those shardings."""
 
     def init():
-        params = head_first(module.init(jax.random.key(seed), jnp.zeros((1, seq_len), jnp.int32))["params"])
+        # One token: the parameters do not depend on the length, and the init traces no long forward.
+        params = head_first(module.init(jax.random.key(seed), jnp.zeros((1, 1), jnp.int32))["params"])
         return params, optim.init(params)
 
     shardings = strategy.state(jax.eval_shape(init))

@@ -95,16 +95,37 @@ class CausalLM(JaxWorkload):
     input_pipeline = "numpy batches of packed byte-level tokens, seeded order per epoch, put on the devices"
 
     def build(self, jax, devices, dtype):
-        from dlbench.runners.jax import llm, strategies, train
+        from dlbench.runners.jax import llm, strategies
+
+        spec = self.spec
+        self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, devices)
+        self.schedule = llm.warmup()
+        self.attention = llm.attention_implementation(jax.default_backend(), dtype)
+        self.attention_fallback = None
+        try:
+            return self._build_step(jax, dtype)
+        except Exception as exc:  # cuDNN's kernel may refuse a shape or a build: XLA's then
+            if self.attention == "xla" or "cudnn" not in str(exc).lower():
+                raise
+            self.attention_fallback = f"cudnn refused ({str(exc).strip()[:300]}); xla ran"
+            self.attention = "xla"
+            return self._build_step(jax, dtype)
+
+    def _build_step(self, jax, dtype):
+        """(state, inputs, compiled step, compile record) with this workload's attention."""
+        import time
+
+        from dlbench.runners.jax import llm, train
 
         spec = self.spec
         checkpointing, micro_batches = run_training_options(spec.coords)
-        module = llm.Llama(spec.coords.model, dtype, checkpointing)
-        self.strategy = strategies.STRATEGIES(spec.coords.strategy)(spec, devices)
+        module = llm.Llama(spec.coords.model, dtype, checkpointing, self.attention)
         data = self.strategy.data
-        self.schedule = llm.warmup()
         optim = llm.optimizer(self.schedule)
+        started = time.perf_counter()
         state, shardings = llm.initial_state(module, spec.seq_len, spec.seed, self.strategy, optim)
+        jax.block_until_ready(state)
+        self.initial_state_seconds = round(time.perf_counter() - started, 3)
         self.params = sum(int(x.size) for x in jax.tree_util.tree_leaves(state[0]))
         if spec.coords.data == "real":
             self.batches = llm.TokenBatches(spec, spec.dist.world_size, spec.dist.rank, data)
@@ -122,9 +143,17 @@ class CausalLM(JaxWorkload):
         return train.training_record(llm.OPTIMIZER, state, self.schedule)
 
     def describe(self) -> dict:
+        from dlbench.runners.jax import llm
+
         checkpointing, micro_batches = run_training_options(self.spec.coords)
-        return {
+        attention = getattr(self, "attention", None)  # none where the build failed first
+        info = {
             **super().describe(),
             "activation_checkpointing": CHECKPOINTING_RECORD[checkpointing],
             "grad_accum": micro_batches,
+            "attention": llm.ATTENTION_RECORD.get(attention),
+            "initial_state_seconds": getattr(self, "initial_state_seconds", None),
         }
+        if getattr(self, "attention_fallback", None):
+            info["attention_fallback"] = self.attention_fallback
+        return info
