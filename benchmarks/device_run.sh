@@ -9,13 +9,13 @@
 #   bash benchmarks/device_run.sh --cpu    # the same path here, first: the venvs stand in for
 #                                          # the site's Python, the CPU for the GPU, toy sizes
 #   bash benchmarks/device_run.sh --llm    # the LLM line instead (config/grids/gpu_single_llm.yaml:
-#                                          # Llama 3.2 1B, bf16; then benchmarks/llm_gpu_check.py
-#                                          # for PyTorch and JAX, then the pipeline again with
-#                                          # torch.compile if time is left); with --cpu too
+#                                          # Llama 3.2 1B, bf16; then the pipeline again with
+#                                          # torch.compile and a profiled run, the AC rows, then
+#                                          # benchmarks/llm_gpu_check.py); with --cpu too
 #   STAGES=memory bash benchmarks/device_run.sh --llm   # the memory axes on their own call:
-#                                          # activation checkpointing none/selective/full and two
-#                                          # accumulated micro-batches, 1 repeat (peak memory per
-#                                          # rank beside planning's estimate, tokens/s)
+#                                          # PyTorch's selective and full activation checkpointing,
+#                                          # 1 repeat (peak memory per rank beside planning's
+#                                          # estimate, tokens/s)
 # Stages have their own time limits inside one budget (BUDGET_S), so that one that hangs leaves
 # the others their time; each stage's end (ok, exit status, or TIMED OUT) goes to the log and
 # to stages.txt, which the archives carry; a stage that fails does not stop the next.
@@ -83,9 +83,11 @@ else
     # each check builds the runner and the reference in one process (62 GiB with PyTorch).
     llm_args=(--device cuda --model llama3_1b --batch 4 --seq-len 2048 --warmup 3 --steps 10 --rounds 4)
     pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100} compiled_s=${COMPILED_S:-240} memory_s=${MEMORY_S:-500}
-    # Seen on an H200 (docs/gpu.md): the pipeline's six runs ~7.5 min (JAX ~100 s a run, 65 s
-    # of it before the first step), the PyTorch check ~2 min, the JAX check ~3.5 min. A
-    # session's 15 device minutes hold two calls: STAGES=pipeline, then STAGES="pytorch jax".
+    # Seen on an H200 (docs/gpu.md, 2026-11-28): the pipeline's six runs 293 s (PyTorch 14 s a
+    # run, JAX 68-78 s: 57-61 s of it initialising the state), compiled 146 s (its first run
+    # 68 s: Inductor's compile), memory 43 s, the JAX check 2 min with two arms. One 600 s
+    # call: STAGES="pipeline compiled memory jax" BUDGET_S=585 PIPELINE_S=390 COMPILED_S=240
+    # MEMORY_S=100 CHECK_S=180 ran the three pipelines; the JAX check needs a second call.
     [ "$workload" = llm ] && pipeline_s=${PIPELINE_S:-500} check_s=${CHECK_S:-200}
 fi
 

@@ -5,67 +5,34 @@ the profiled steps, beside the step's wall time (docs/gpu.md, "Where the step go
     python benchmarks/gpu_kernel_breakdown.py RUN_DIR [--steps 5] [--json out.json]
 
 RUN_DIR is a profiled run's directory (repeat 0, config `profile`); the number of steps is
-read from its step log's footer where there is one. A kernel is a complete event of the
-trace's `kernel` category (torch) or on a `/device:GPU` process (jax); its class comes from
-its name (CLASSES, first match). Idle is the profiled window less the union of the kernels'
-intervals: time the GPU ran nothing. Stdlib only.
+read from its step log's footer where there is one. The trace and its kernels are read as
+the report reads them (dlbench.analysis.profiles); a kernel's class comes from its name
+(CLASSES, first match). Idle is the profiled window less the union of the kernels'
+intervals: time the GPU ran nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from dlbench.analysis.profiles import device_kernels, load_events, trace_file  # noqa: E402
+
 # (class, pattern on the lower-cased kernel name), first match wins.
 CLASSES = (
     ("attention", r"flash|fmha|attention|sdpa|cudnn_generated_fort_native_sdpa|fprop_.*_sdpa|mha"),
     ("matmul", r"gemm|xmma|cutlass|nvjet|sm90_|sm80_|cublas|matmul|\bdot\b|triton_mm|_mm_"),
-    ("optimizer", r"multi_tensor|adam|foreach|_fused_"),
+    ("optimizer", r"multi_tensor|adam|foreach|triton_for_"),  # triton_for_: a compiled foreach update
     ("loss (softmax, cross-entropy)", r"softmax|log_softmax|nll|cross_entropy|logsumexp"),
     ("copies and casts", r"memcpy|memset|copy|convert|_to_copy|cast"),
     ("normalisation", r"rms|norm"),
     ("elementwise and fused", r"elementwise|vectorized|triton_|fusion|loop_|reduce|unrolled|kernel"),
 )
-
-
-def load(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:
-        data = json.load(handle)
-    return data["traceEvents"] if isinstance(data, dict) else data
-
-
-def trace_file(run_dir: Path) -> Path:
-    for pattern in ("**/trace.json", "**/*.trace.json.gz", "**/*.pt.trace.json"):
-        found = sorted(run_dir.glob(pattern))
-        if found:
-            return found[0]
-    sys.exit(f"gpu_kernel_breakdown: no trace below {run_dir}")
-
-
-def gpu_processes(events: list[dict]) -> set:
-    """The pids whose process name says a GPU (jax: /device:GPU:0)."""
-    return {
-        e.get("pid")
-        for e in events
-        if e.get("ph") == "M" and e.get("name") == "process_name" and "GPU" in str(e.get("args", {}).get("name", ""))
-    }
-
-
-def kernels(events: list[dict]) -> list[dict]:
-    on_gpu = gpu_processes(events)
-    return [
-        e
-        for e in events
-        if e.get("ph") == "X"
-        and "dur" in e
-        and (e.get("cat") == "kernel" or (e.get("pid") in on_gpu and e.get("cat") != "Trace"))
-    ]
 
 
 def classify(name: str) -> str:
@@ -90,7 +57,7 @@ def busy_us(spans: list[tuple[float, float]]) -> float:
 
 
 def breakdown(events: list[dict], steps: int) -> dict:
-    found = kernels(events)
+    found = device_kernels(events)
     if not found:
         return {"steps": steps, "kernels": 0}
     spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in found]
@@ -115,13 +82,10 @@ def breakdown(events: list[dict], steps: int) -> dict:
     }
 
 
-def profiled_steps(run_dir: Path, default: int) -> int:
-    for log in sorted(run_dir.glob("rank*.steps.jsonl")):
-        footer = json.loads(log.read_text().splitlines()[-1])
-        steps = (footer.get("profile") or {}).get("steps")
-        if steps:
-            return int(steps)
-    return default
+def profile_record(run_dir: Path) -> dict:
+    """Rank 0's footer `profile` (its steps and trace directory), {} where there is none."""
+    log = run_dir / "rank0.steps.jsonl"
+    return (json.loads(log.read_text().splitlines()[-1]).get("profile") or {}) if log.exists() else {}
 
 
 def table(result: dict, title: str) -> str:
@@ -149,8 +113,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     results = {}
     for run_dir in args.run_dirs:
-        trace = trace_file(run_dir)
-        result = breakdown(load(trace), profiled_steps(run_dir, args.steps))
+        record = profile_record(run_dir)
+        trace = trace_file(run_dir / record.get("directory", "profile/rank0"))
+        if trace is None:
+            sys.exit(f"gpu_kernel_breakdown: no trace below {run_dir}")
+        result = breakdown(load_events(trace), int(record.get("steps") or args.steps))
         results[str(run_dir)] = result | {"trace": str(trace)}
         print(table(result, str(run_dir)), flush=True)
     if args.json:

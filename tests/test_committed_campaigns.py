@@ -82,3 +82,36 @@ def test_the_llm_gpu_runs_record_window_clocks_energy_memory_and_the_gpu():
     assert "TIMED OUT" in (LLM_GPU / "stages.txt").read_text()
     cells = pd.read_csv(LLM_GPU / "results" / "tables" / "cells.csv")
     assert cells["mfu"].between(0.2, 0.5).all() and cells["peak_basis"].str.contains("H200").all()
+
+
+LLM_CAMPAIGN = REPO / "campaigns" / "h200-llama1b-2026-11-28"
+
+
+def test_the_llm_campaign_holds_three_repeats_of_eager_compiled_and_jax_and_the_ac_rows():
+    """The complete Llama 3.2 1B campaign on the H200 (three pipelines of one device session):
+    3 repeats per cell of PyTorch eager, PyTorch compiled and JAX on cuDNN's attention, each
+    with its MFU; PyTorch compiled past 40 %; checkpointing's measured peaks below none's."""
+    parts = {
+        name: pd.read_csv(LLM_CAMPAIGN / name / "results" / "tables" / "cells.csv")
+        for name in ("pipeline", "compiled", "memory")
+    }
+    eager, compiled, memory = parts["pipeline"], parts["compiled"], parts["memory"]
+    for cells in parts.values():
+        assert (cells["status"] == "ok").all() and cells["peak_basis"].str.contains("H200").all()
+    for cells in (eager, compiled):
+        assert (cells["n"] == 3).all()
+    assert set(eager["framework"]) == {"pytorch", "jax"} and set(compiled["framework"]) == {"pytorch"}
+    assert compiled["mfu"].iloc[0] >= 0.40
+    none = eager.set_index("framework").loc["pytorch", "peak_memory_gib"]
+    assert set(memory["activation_checkpointing"]) == {"selective", "full"}
+    assert (memory["peak_memory_gib"] < none).all()
+    for header, _ in rank_logs(LLM_CAMPAIGN / "pipeline"):
+        if header["run"]["framework"] == "jax":  # says which attention ran, and where its start-up went
+            assert "cudnn" in header["framework"]["attention"] and header["framework"]["initial_state_seconds"] > 0
+        assert set(header["framework"]["setup_seconds"]) == {"import_framework", "build"}
+
+
+def test_the_compiled_profile_ranks_the_gpu_kernels():
+    profiles = pd.read_csv(LLM_CAMPAIGN / "compiled" / "results" / "tables" / "profiles.csv")
+    assert len(profiles) == 10 and profiles["operation"].str.contains("nvjet|sdpa|triton|cunn").all()
+    assert "Profiles" in (LLM_CAMPAIGN / "compiled" / "results" / "report" / "index.html").read_text()

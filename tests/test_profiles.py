@@ -54,6 +54,30 @@ def test_self_time_is_what_an_operation_does_itself(tmp_path):
     assert top[0]["share"] == pytest.approx(95 / 110)
 
 
+def test_on_a_gpu_the_kernels_are_ranked_not_the_hosts_launches(tmp_path):
+    """A torch trace with CUDA kernels (gzipped, as the runner writes it): the host's launch
+    and sync calls outlast any kernel, yet only kernels rank; a jax trace's GPU process too."""
+    events = [
+        event("cudaDeviceSynchronize", 0, 500),
+        event("cuLaunchKernel", 0, 300, tid=2),
+        event("nvjet_sm90_gemm", 10, 80, tid=7, cat="kernel"),
+        event("flash_bprop", 95, 40, tid=7, cat="kernel"),
+        event("nvjet_sm90_gemm", 140, 60, tid=7, cat="kernel"),
+    ]
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    assert profiles.trace_file(tmp_path) == path
+    top = profiles.top_operations(path, steps=1)
+    assert [(r["operation"], r["self_ms_per_step"]) for r in top] == [("nvjet_sm90_gemm", 0.14), ("flash_bprop", 0.04)]
+    jax_events = [
+        {"ph": "M", "name": "process_name", "pid": 9, "args": {"name": "/device:GPU:0"}},
+        event("fusion.12", 0, 30, tid=1) | {"pid": 9},
+        event("ThunkExecutor::Execute", 0, 90),
+    ]
+    assert [k["name"] for k in profiles.device_kernels(jax_events)] == ["fusion.12"]
+    assert profiles.device_kernels(events[:2]) == []  # a CPU run: the host's operations rank
+
+
 def test_profiling_plans_one_run_per_cell_apart_from_the_measured_ones():
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     plain = dlbench_config.checked_grid(config)

@@ -1,10 +1,11 @@
 """A profiled run's top operations by self time, read from its Chrome/Perfetto trace.
 
-torch.profiler's `export_chrome_trace` and jax.profiler's `*.trace.json.gz` (both open in
-Perfetto, chrome://tracing and TensorBoard) are Chrome trace events; an operation is a
-complete event ("ph": "X"), its self time its duration less that of the events nested in it
-on the same thread. Summed by name over the profiled steps and divided by them: the
-milliseconds per step an operation takes itself. Runs on what the profiled run left in its
+torch.profiler's `export_chrome_trace` (`trace.json.gz`) and jax.profiler's `*.trace.json.gz`
+(both open in Perfetto, chrome://tracing and TensorBoard) are Chrome trace events; an
+operation is a complete event ("ph": "X"), its self time its duration less that of the events
+nested in it on the same thread; where the trace holds GPU kernels, only they are ranked.
+Summed by name over the profiled steps and divided by them: the milliseconds per step an
+operation takes itself. Runs on what the profiled run left in its
 directory only; the tables never read it (docs/report.md, Profiles).
 """
 
@@ -23,7 +24,13 @@ from dlbench.provenance import sha256_file
 from dlbench.steplog import rank_log_name, read_steplog
 
 # The trace files a profiler leaves below a run directory (the first that exists is read).
-TRACE_PATTERNS = ("trace.json", "**/*.trace.json.gz", "**/*.pt.trace.json", "**/perfetto_trace.json.gz")
+TRACE_PATTERNS = (
+    "trace.json.gz",
+    "trace.json",
+    "**/*.trace.json.gz",
+    "**/*.pt.trace.json",
+    "**/perfetto_trace.json.gz",
+)
 TOP = 10
 PROFILES_FILE = "profiles.csv"  # beside cells.csv
 # Events that are no operation: the profiler's own spans, Python frames (jax's "$file:line"),
@@ -86,9 +93,27 @@ def _operation(event: dict) -> str | None:
     return name
 
 
+def device_kernels(events: list[dict]) -> list[dict]:
+    """The trace's GPU kernels: torch.profiler's `kernel` events, or the complete events on a
+    process jax.profiler names for a GPU (/device:GPU:0). Empty for a CPU run."""
+    gpus = {
+        e.get("pid")
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and "GPU" in str((e.get("args") or {}).get("name"))
+    }
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X" and "dur" in e and "ts" in e and (e.get("cat") == "kernel" or e.get("pid") in gpus)
+    ]
+
+
 def top_operations(path: str | Path, steps: int, top: int = TOP) -> list[dict]:
-    """The `top` operations by self time per step (ms), with their share of all self time."""
-    totals = self_times_us(load_events(path))
+    """The `top` operations by self time per step (ms), with their share of all self time. On
+    a GPU the device's kernels alone: the host's own time there is mostly launching them and
+    waiting for them (cuLaunchKernel, cudaDeviceSynchronize), which says nothing of the step."""
+    events = load_events(path)
+    totals = self_times_us(device_kernels(events) or events)
     whole = sum(totals.values()) or 1.0
     ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:top]
     return [

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from dlbench import report
-from dlbench.analysis import references, tables
+from dlbench.analysis import profiles, references, tables
 from dlbench.analysis.derive import FILES, derive, flops_counts, pipeline_paths
 from dlbench.planning import origins
 from dlbench.planning.config import REPO, checked_grid
@@ -49,6 +49,9 @@ def regenerate(
         flops = flops_counts(sorted((root / FLOPS_DIR).glob("*.json")))
     derived = derive(experiment, config, root, flops, planned)
     derived.write(paths)
+    if experiment.profiled:  # the profiles rule's table, ranked again from the traces
+        paths[profiles.PROFILES_FILE] = paths["cells.csv"].parent / profiles.PROFILES_FILE
+        paths[profiles.PROFILES_FILE].write_bytes(tables.csv_bytes(profiles.table(experiment.profiled, root)))
     reference_settings = settings(config, "references")
     published = published_path or Path(REPO, reference_settings["published"])  # relative: to the repository
     compared = references.compare(derived.cells, reference_settings, published)
@@ -96,9 +99,10 @@ def regenerate_campaign(campaign: str | Path, out: str | Path) -> dict[str, Path
 def check_campaign(campaign: str | Path) -> list[str]:
     """The committed files that differ from (or are missing beside) a fresh regeneration."""
     with tempfile.TemporaryDirectory() as out:
-        made, committed = regenerate_campaign(campaign, out), output_paths(campaign)
+        made = regenerate_campaign(campaign, out)
+        committed = {name: Path(campaign) / path.relative_to(out) for name, path in made.items()}
         return [
             f"{committed[name]}: {'missing' if not committed[name].exists() else 'differs from its regeneration'}"
-            for name in OUTPUTS
+            for name in made
             if not committed[name].exists() or committed[name].read_bytes() != made[name].read_bytes()
         ]

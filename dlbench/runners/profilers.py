@@ -48,7 +48,8 @@ class TorchProfiler(Profiler):
     def stop(self) -> None:
         self.profile.stop()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.profile.export_chrome_trace(str(self.out_dir / "trace.json"))
+        # Gzipped (torch writes .gz itself): a GPU step's trace is megabytes of JSON.
+        self.profile.export_chrome_trace(str(self.out_dir / "trace.json.gz"))
 
 
 @registers("jax.profiler")

@@ -60,7 +60,8 @@ def test_an_unreadable_data_directory_is_named(tmp_path):
     finally:
         (source / "train").chmod(0o755)
     assert lines == [
-        f"invalid config: --config: data.images.source: {source / 'train'}: cannot read this directory (Permission denied)"
+        f"invalid config: --config: data.images.source: {source / 'train'}: "
+        "cannot read this directory (Permission denied)"
     ]
 
 
