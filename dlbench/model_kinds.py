@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench import llm
-from dlbench.workload import BERT_BASE
+from dlbench.recipe import BERT_BASE
 
 SIZE_FIELDS = ("image_size", "seq_len")
 

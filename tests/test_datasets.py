@@ -13,11 +13,10 @@ import shutil
 
 import numpy as np
 import pytest
-import yaml
 
 from dlbench.data import DataError, bert, imagenet, read_manifest, recordio, tokens
 from dlbench.planning import datasets as paths
-from tests.conftest import REPO
+from dlbench.schemas import load_schema
 
 SMALL = dict(count=20, classes=4, image_size=32, seed=3, quality=90, val_count=6)
 
@@ -163,8 +162,7 @@ def test_stdlib_recordio_reader(tmp_path):
 
 
 def schema_defaults():
-    with open(REPO / "workflow/schemas/config.schema.yaml") as f:
-        schema = yaml.safe_load(f)
+    schema = load_schema("config")
     sections = schema["properties"]["data"]["properties"]
     return {name: {k: v["default"] for k, v in sections[name]["properties"].items()} for name in sections}
 

@@ -13,8 +13,8 @@ from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.coords import RunCoords
 from dlbench.launch.request import LaunchRequest
 from dlbench.protocol import RunProtocol
+from dlbench.recipe import LR_SCALE_ENV, SGD_LR_PER_256
 from dlbench.report import render
-from dlbench.workload import LR_SCALE_ENV, SGD_LR_PER_256
 from tests.conftest import REPO, framework_python
 
 pytestmark = [

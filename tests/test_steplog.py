@@ -6,8 +6,9 @@ import jsonschema
 import pytest
 import yaml
 
+from dlbench.schemas import load_schema, schema_path
 from dlbench.steplog import SCHEMA, Header, StepLogWriter, read_header, read_steplog
-from tests.conftest import REPO, make_coords, write_run
+from tests.conftest import make_coords, write_run
 
 
 def test_roundtrip_and_read_only(tmp_path):
@@ -28,8 +29,7 @@ def test_writer_refuses_to_overwrite(tmp_path):
 
 
 def test_records_match_the_published_json_schema(tmp_path):
-    with open(REPO / "workflow/schemas/steplog.schema.json") as f:
-        schema = json.load(f)
+    schema = load_schema("steplog")
     run_dir = write_run(tmp_path, make_coords(), [0.1, 0.1, 0.1])
     for line in (run_dir / "rank0.steps.jsonl").read_text().splitlines():
         jsonschema.validate(json.loads(line), schema)
@@ -74,11 +74,11 @@ def test_duplicate_step_indices(tmp_path):
 
 def test_schema_file_is_also_valid_yaml_loadable():
     # The README points at this file; keep it loadable by both json and yaml readers.
-    assert yaml.safe_load((REPO / "workflow/schemas/steplog.schema.json").read_text())["title"]
+    assert yaml.safe_load(schema_path("steplog").read_text())["title"]
 
 
 def test_header_type_covers_the_schema_and_writes_in_field_order(tmp_path):
-    schema = json.loads((REPO / "workflow/schemas/steplog.schema.json").read_text())
+    schema = load_schema("steplog")
     header_branch = next(b for b in schema["oneOf"] if b["properties"]["type"]["const"] == "header")
     names = [f.name for f in dataclasses.fields(Header)]
     assert set(header_branch["required"]) - {"type", "schema"} <= set(names)

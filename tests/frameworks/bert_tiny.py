@@ -32,8 +32,8 @@ INITIAL_LOSS = math.log(VOCAB) + math.log(2)
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from dlbench import workload
-    workload.BERT_BASE.update(json.loads(sys.argv[1]))  # before any runner module reads it
+    from dlbench import recipe
+    recipe.BERT_BASE.update(json.loads(sys.argv[1]))  # before any runner module reads it
     import importlib
     from dlbench.coords import RunCoords
     from dlbench.runners.base import RunSpec

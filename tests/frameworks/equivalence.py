@@ -28,7 +28,7 @@ run's threads per device (oneDNN's kernels round differently with 1 and 2 thread
 MultiWorkerMirrored, MirroredStrategy, ParameterServer, dist_sync, kvstore device, collective)
 train on two copies of the single run's batch, so the mean gradient is the single run's; the
 single run takes the learning rate of the 2-device run's global batch (DLBENCH_LR_SCALE =
-devices, dlbench.workload.sgd_lr). Strategies that split one global batch (JAX sharded) are
+devices, dlbench.recipe.sgd_lr). Strategies that split one global batch (JAX sharded) are
 compared with a single run of the whole global batch.
 """
 

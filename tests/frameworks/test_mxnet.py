@@ -437,8 +437,8 @@ def test_bert_attention_mask_hides_padding():
     code = textwrap.dedent(
         """
         import json, sys
-        from dlbench import workload
-        workload.BERT_BASE.update(json.loads(sys.argv[1]))
+        from dlbench import recipe
+        recipe.BERT_BASE.update(json.loads(sys.argv[1]))
         import mxnet as mx
         from dlbench.runners.mxnet import models
         net = models.initialised(mx, models.bert_net(mx), models.bert_initializer(mx), [mx.cpu()])

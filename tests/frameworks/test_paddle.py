@@ -207,7 +207,7 @@ def test_bert_base_trains_on_real_examples_with_the_reference_loss(tmp_path):
     import numpy as np
 
     from dlbench.data import bert
-    from dlbench.workload import BERT_BASE
+    from dlbench.recipe import BERT_BASE
 
     rng = np.random.default_rng(0)
     documents = [[list(rng.integers(1000, 30000, rng.integers(3, 9))) for _ in range(4)] for _ in range(6)]

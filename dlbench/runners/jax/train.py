@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dlbench.recipe import SGD_MOMENTUM
 from dlbench.runners._hyperparameters import linear_schedule, optimizer_record
-from dlbench.workload import SGD_MOMENTUM
 
 OPTIMIZER = "sgd"  # the CNNs' optax optimizer (with momentum)
 

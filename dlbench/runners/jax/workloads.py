@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
+from dlbench.recipe import sgd_lr
 from dlbench.runners.base import Workload, Workloads, run_training_options
-from dlbench.workload import sgd_lr
 
 WORKLOADS = Workloads("jax")
 

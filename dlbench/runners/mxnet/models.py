@@ -5,7 +5,7 @@ does not import MXNet."""
 from __future__ import annotations
 
 from dlbench.models import IMAGE_CLASSES
-from dlbench.workload import BERT_BASE, MLM_WEIGHT_EPSILON
+from dlbench.recipe import BERT_BASE, MLM_WEIGHT_EPSILON
 
 # model -> (model-zoo constructor, move the down-sampling stride to the 3x3 conv)
 ZOO_BUILDERS = {
@@ -177,7 +177,7 @@ def _bert_pretraining_class(mx):
 def pretraining_loss(mx, loss_fn, logits, labels, masked: int):
     """Per-sample losses of one context's BERT batch (the trainer divides their sum by the
     global batch): each sample carries batch / (sum(weight) + 1e-5) times its weighted
-    masked-LM slot losses, so their mean is dlbench.workload's reference loss of the batch."""
+    masked-LM slot losses, so their mean is dlbench.recipe's reference loss of the batch."""
     mlm_logits, nsp_logits = logits
     mlm_ids, nsp_labels, weights = labels
     slots = loss_fn(mlm_logits, mlm_ids.reshape((-1,))).reshape((-1, masked)) * weights

@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import time
 
-from dlbench.workload import BERT_BASE
+from dlbench.recipe import BERT_BASE
 
 # ImageNet's per-channel mean and standard deviation (0-255 scale) as MXNet's
 # image-classification examples give them to ImageRecordIter. They differ from
-# dlbench.workload.IMAGENET_MEAN/STD (torchvision's) in the first decimals; kept, so that
+# dlbench.recipe.IMAGENET_MEAN/STD (torchvision's) in the first decimals; kept, so that
 # MXNet's real-data runs stay as measured.
 RECORDITER_MEAN = {"mean_r": 123.68, "mean_g": 116.779, "mean_b": 103.939}
 RECORDITER_STD = {"std_r": 58.393, "std_g": 57.12, "std_b": 57.375}

@@ -5,10 +5,10 @@ the one `WORKLOADS(model)` names. Importing this module does not import MXNet.""
 
 from __future__ import annotations
 
+from dlbench.recipe import ADAM_EPSILON, ADAM_LR, MAX_PREDICTIONS_PER_SEQ, SGD_MOMENTUM, sgd_lr
 from dlbench.runners.base import Workload, Workloads
 from dlbench.runners.mxnet import models as nets
 from dlbench.runners.mxnet import pipeline
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, MAX_PREDICTIONS_PER_SEQ, SGD_MOMENTUM, sgd_lr
 
 WORKLOADS = Workloads("mxnet")
 

@@ -10,7 +10,7 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
+from dlbench.recipe import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 IGNORE = -100  # labels of positions that are no masked-LM target
 

@@ -8,9 +8,9 @@ import numpy as np
 import paddle
 
 from dlbench.models import IMAGE_CLASSES
+from dlbench.recipe import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 from dlbench.runners._hyperparameters import loss_scaling_record, optimizer_record
 from dlbench.runners.paddle.reasons import AMP_CPU_REASON
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 
 def image_model(name: str, seed: int):
@@ -41,12 +41,12 @@ def image_loss(model, images, labels):
 
 
 def momentum_sgd(spec, model):
-    """The CNNs' optimizer (dlbench.workload's settings)."""
+    """The CNNs' optimizer (dlbench.recipe's settings)."""
     return paddle.optimizer.Momentum(learning_rate=sgd_lr(spec), momentum=SGD_MOMENTUM, parameters=model.parameters())
 
 
 def adam(model):
-    """BERT's optimizer (dlbench.workload's settings)."""
+    """BERT's optimizer (dlbench.recipe's settings)."""
     return paddle.optimizer.Adam(learning_rate=ADAM_LR, epsilon=ADAM_EPSILON, parameters=model.parameters())
 
 

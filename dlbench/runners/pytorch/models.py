@@ -4,7 +4,7 @@ this module does not import torch."""
 from __future__ import annotations
 
 from dlbench.models import IMAGE_CLASSES
-from dlbench.workload import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
+from dlbench.recipe import BERT_BASE, MASK_TOKEN_ID, MLM_WEIGHT_EPSILON
 
 # model -> (torchvision constructor, its keyword arguments)
 TORCHVISION_BUILDERS = {
@@ -54,7 +54,7 @@ PRETRAINING_FIELDS = ("input_ids", "token_type_ids", "attention_mask", "labels",
 
 
 def pretraining_loss(torch, outputs, labels, next_sentence_label):
-    """dlbench.workload's reference loss of the batch from BertForPreTraining's logits (its own
+    """dlbench.recipe's reference loss of the batch from BertForPreTraining's logits (its own
     `loss` divides by the count of masked slots, without the reference's + 1e-5): `labels` is
     -100 where a position is no masked-LM target (weight 0)."""
     functional = torch.nn.functional

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from dlbench.recipe import IMAGENET_MEAN, IMAGENET_STD
 from dlbench.runners.base import run_training_options
-from dlbench.workload import IMAGENET_MEAN, IMAGENET_STD
 
 
 def use_dali(device: str, enabled: bool = True) -> bool:

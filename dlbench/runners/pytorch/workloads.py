@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dlbench.coords import ACTIVATION_CHECKPOINTING
 from dlbench.llm import SHAPES as LLM_SHAPES
+from dlbench.recipe import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 from dlbench.runners.base import Workload, Workloads, run_training_options
 from dlbench.runners.pytorch import models as nets
 from dlbench.runners.pytorch import pipeline
-from dlbench.workload import ADAM_EPSILON, ADAM_LR, IMAGENET_MEAN, IMAGENET_STD, SGD_MOMENTUM, sgd_lr
 
 WORKLOADS = Workloads("pytorch")
 

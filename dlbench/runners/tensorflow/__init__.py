@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 
+from dlbench.recipe import BERT_BASE
 from dlbench.runners import _horovod
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.plugin import Capabilities, Option, ProcessLayout, Strategy
@@ -27,7 +28,6 @@ from dlbench.runners.tensorflow.cluster import (
 from dlbench.runners.tensorflow.models import WORKLOADS
 from dlbench.runners.tensorflow.parameter_server import PS_STEP  # importing it binds its strategy class
 from dlbench.runners.tensorflow.pipeline import bert_dataset, find_corrupt_record, image_dataset, image_pipeline_text
-from dlbench.workload import BERT_BASE
 
 __all__ = [
     "BERT_BASE",

@@ -6,10 +6,7 @@ TensorFlow and Keras are passed in: importing this module imports neither."""
 from __future__ import annotations
 
 from dlbench.models import IMAGE_CLASSES
-from dlbench.runners.base import Workload, Workloads
-from dlbench.runners.tensorflow import pipeline
-from dlbench.runners.tensorflow.bert import bert_model
-from dlbench.workload import (
+from dlbench.recipe import (
     ADAM_EPSILON,
     ADAM_LR,
     BERT_BASE,
@@ -19,6 +16,9 @@ from dlbench.workload import (
     SGD_MOMENTUM,
     sgd_lr,
 )
+from dlbench.runners.base import Workload, Workloads
+from dlbench.runners.tensorflow import pipeline
+from dlbench.runners.tensorflow.bert import bert_model
 
 # Keras's mixed-precision policy → the TF-native CNNs' compute dtype.
 _COMPUTE_DTYPE = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
@@ -133,7 +133,7 @@ class BertPretraining(Workload):
             inputs["masked_ids"], tf.cast(mlm_logits, tf.float32)
         )  # [batch, n_pred]
         nsp = tf.nn.sparse_softmax_cross_entropy_with_logits(inputs["nsp_labels"], tf.cast(nsp_logits, tf.float32))
-        # dlbench.workload's reference loss of this replica's batch, as per-example losses
+        # dlbench.recipe's reference loss of this replica's batch, as per-example losses
         # (averaged over the global batch by the caller): each example carries batch /
         # (sum(weight) + 1e-5) times its weighted slot losses; synthetic slots all weigh 1.
         weights = inputs.get("masked_weights")

@@ -1,4 +1,4 @@
-"""The training workload every runner trains, in numbers: BERT-base's sizes, the optimisers'
+"""The training recipe every runner trains, in numbers: BERT-base's sizes, the optimisers'
 settings and ImageNet's normalisation. Stdlib only (imported inside the framework
 environments); docs/frameworks/ says how each framework uses them."""
 
