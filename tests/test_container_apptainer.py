@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from dlbench.images import podman as images
+from dlbench.images import sif as sif_images
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import IMAGE_PYTHON, Apptainer
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher
 from dlbench.steplog import read_steplog
+from tests.conftest import REPO
 from tests.test_container_pyxis import (
     PROBE,
     VIRTUAL,
@@ -64,7 +66,8 @@ def test_each_ranks_own_placement_crosses_cleanenv_and_nothing_else_does(tmp_pat
     (bin_dir / "apptainer").write_text('#!/bin/sh\nenv | grep ^APPTAINERENV_ | sort\necho "ARGS $*"\n')
     (bin_dir / "apptainer").chmod(0o755)
     (tmp_path / "images").mkdir()
-    (tmp_path / "images/mxnet.lock.json").write_text(json.dumps({"sif_sha256": "ab" * 32}))
+    (tmp_path / "images/mxnet.lock.json").write_text(json.dumps({"config_digest": "sha256:" + "cd" * 32}))
+    (tmp_path / "images/mxnet.sif.lock.json").write_text(json.dumps({"sif_sha256": "ab" * 32}))
     req = dataclasses.replace(request(tmp_path / "results/runs/x"), images=str(tmp_path / "images"))
     cmd = Apptainer(req).command(["true"])
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_PROCID": "3", "SLURM_NODEID": "1", "DLBENCH_SRUN": "1"}
@@ -90,14 +93,9 @@ def test_each_ranks_own_placement_crosses_cleanenv_and_nothing_else_does(tmp_pat
 
 
 def build_sif(store: Path, framework: str) -> dict:
-    """The framework's podman image (built where missing), its .sif from the OCI archive, pinned."""
-    lock = images.ensure(framework, store)
-    sif = store / lock["sif"]
-    if not (lock["sif_sha256"] and sif.is_file() and images.sha256_of(sif) == lock["sif_sha256"]):
-        sif.unlink(missing_ok=True)
-        subprocess.run(images.sif_command(framework, store), check=True, capture_output=True, timeout=1800)
-        images.pin_sif(framework, store)
-    return json.loads((store / f"{framework}.lock.json").read_text())
+    """The framework's podman image and its .sif from the OCI archive, each made where not
+    current (dlbench.images.sif, as the workflow's rule apptainer_sif): the .sif's lock."""
+    return sif_images.ensure(framework, store)
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +185,7 @@ def tampered_sif(tmp_path: Path, lock: dict) -> Path:
     store = tmp_path / "images"
     store.mkdir()
     shutil.copy(STORE / f"{lock['framework']}.lock.json", store)
+    shutil.copy(STORE / f"{lock['framework']}.sif.lock.json", store)
     shutil.copy(STORE / lock["sif"], store / lock["sif"])
     with open(store / lock["sif"], "r+b") as image:
         image.seek(-4096, os.SEEK_END)
@@ -235,3 +234,61 @@ def test_pytorch_ddp_and_its_prescreen_start_in_the_sif_on_two_nodes(tmp_path):
         assert (container["runtime"], container["digest"]) == ("apptainer", f"sha256:{lock['sif_sha256']}")
     headers = rank_headers(tmp_path / "results/runs/train", 4, lock)
     assert {header["node"] for header in headers} == {"n1", "n2"}
+
+
+# A grid through Snakemake with Apptainer: MXNet dist_sync on 2 nodes × 2 ranks, the
+# communication prescreen first; the workflow makes the .sif itself (rule apptainer_sif).
+PIPELINE_GRID = {
+    "grid": {
+        "frameworks": ["mxnet"],
+        "models": ["resnet50"],
+        "batch_per_device": [2],
+        "scales": ["1x2", "2x2"],
+        "strategies": {"mxnet": ["dist_sync"]},
+        "exclude": [],
+    },
+    "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": 3, "repeats": 1},
+    "run": {"image_size": 32, "threads": 2, "progress_every": 0, "launcher": "srun", "container": "apptainer"}
+    | {"mem_mb": 3000, "time_limit_s": 600},
+    "prescreen": {"sizes": [65536, 1048576], "iterations": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def apptainer_pipeline(tmp_path_factory) -> dict:
+    """The grid to the report, then the audit (≈ 3 min once the MXNet image exists). The .sif
+    is removed first so that the workflow's own rule makes and pins it."""
+    images.ensure("mxnet", STORE)
+    for stale in (STORE / "mxnet.sif", STORE / "mxnet.sif.lock.json"):
+        stale.unlink(missing_ok=True)
+    workdir = tmp_path_factory.mktemp("apptainer")
+    (workdir / "grid.yaml").write_text(json.dumps(PIPELINE_GRID))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    cmd += ["--profile", str(REPO / "profiles/slurm-local"), "--configfile", str(workdir / "grid.yaml")]
+    env = {**os.environ, "DLBENCH_IMAGES": str(STORE)}
+    done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=1500)
+    audit = subprocess.run([*cmd, "-f", "audit"], cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    lock = json.loads((STORE / "mxnet.sif.lock.json").read_text()) if (STORE / "mxnet.sif.lock.json").exists() else {}
+    return {"workdir": workdir, "lock": lock, "done": done, "audit": audit}
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@needs_apptainer
+@needs_cluster
+def test_a_grid_runs_through_snakemake_in_the_sif_to_the_report_and_the_audit(apptainer_pipeline):
+    workdir, done, lock = apptainer_pipeline["workdir"], apptainer_pipeline["done"], apptainer_pipeline["lock"]
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert lock["config_digest"] == json.loads((STORE / "mxnet.lock.json").read_text())["config_digest"]
+    runs = workdir / "results/runs/mxnet/resnet50/fp32/synthetic/bs2"
+    for scale, nodes in (("1x2", 1), ("2x2", 2)):
+        headers = rank_headers(runs / scale / "dist_sync/rep1", 2 * nodes, lock)
+        assert len({header["node"] for header in headers}) == nodes
+    prescreen = json.loads((workdir / "results/prescreen/2x2/launch.json").read_text())
+    assert prescreen["rank_exit_codes"] == [0, 0, 0, 0]
+    software = json.loads((workdir / "results/tables/environment.json").read_text())["software"]
+    assert software[0]["container"].startswith("apptainer "), software
+    assert (workdir / "results/report/index.html").exists()
+    audit = apptainer_pipeline["audit"]
+    assert audit.returncode == 0, audit.stderr[-3000:]
+    assert (workdir / "results/audit/verdict.txt").read_text().startswith("PASSED")

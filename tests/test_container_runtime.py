@@ -21,7 +21,6 @@ from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
 from dlbench import provenance
 from dlbench.analysis import aggregate, audit, environment
-from dlbench.images import podman as images
 from dlbench.launch import LaunchRequest
 from dlbench.launch.container import IMAGE_PYTHON, PODMAN_CONF, Apptainer, ImageMismatch, Pyxis, runtime_for
 from dlbench.launch.launchers import LocalLauncher, SrunLauncher, wait_for_ranks
@@ -43,8 +42,6 @@ def write_lock(images: Path, framework: str = "mxnet", **fields) -> dict:
         "env_lock": f"envs/{framework}.txt",
         "env_lock_sha256": images_sha(framework),
         "archive": f"{framework}.oci.tar",
-        "sif": f"{framework}.sif",
-        "sif_sha256": "",
         **fields,
     }
     images.mkdir(parents=True, exist_ok=True)
@@ -122,14 +119,9 @@ def test_apptainer_commands_as_strings(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     images_dir = tmp_path / "images"
     write_lock(images_dir)
-    assert images.sif_command("mxnet", images_dir) == [
-        "apptainer",
-        "build",
-        str(images_dir / "mxnet.sif"),
-        f"oci-archive:{images_dir / 'mxnet.oci.tar'}",
-    ]
     coords = make_coords(framework="mxnet", scale="2x2", strategy="dist_sync")
     write_lock(images_dir, "mxnet-cuda")
+    write_sif_lock(images_dir, "mxnet-cuda")
     launcher = SrunLauncher(request(images_dir, "apptainer", coords=coords, launcher="srun", device="cuda"))
     inner = launcher.command()[launcher.command().index("dlbench-rank") + 1 :]
     inner = inner[inner.index("apptainer") :]  # after the shell that hands the placement over
@@ -140,19 +132,30 @@ def test_apptainer_commands_as_strings(tmp_path, monkeypatch):
     assert inner[inner.index(sif) + 1] == IMAGE_PYTHON
 
 
-def test_apptainer_verifies_the_sif_against_the_lock(tmp_path):
+def write_sif_lock(images: Path, framework: str = "mxnet", content: bytes = b"SIF stand-in\n") -> dict:
+    """A stand-in .sif and its lock (tests/test_container_apptainer.py makes and checks the real one)."""
+    (images / f"{framework}.sif").write_bytes(content)
+    lock = {"sif": f"{framework}.sif", "sif_sha256": hashlib.sha256(content).hexdigest()}
+    lock["config_digest"] = json.loads((images / f"{framework}.lock.json").read_text())["config_digest"]
+    (images / f"{framework}.sif.lock.json").write_text(json.dumps(lock))
+    return lock
+
+
+def test_apptainer_verifies_the_sif_and_the_image_it_was_made_from(tmp_path):
     images_dir = tmp_path / "images"
     write_lock(images_dir)
-    (images_dir / "mxnet.sif").write_bytes(b"SIF stand-in\n" * 1000)
-    runtime = runtime_for(request(images_dir, "apptainer"))
-    with pytest.raises(ImageMismatch, match="pins sha256:\\(nothing"):
-        runtime.verify()
-    digest = images.pin_sif("mxnet", images_dir)
+    with pytest.raises(ImageMismatch, match="no apptainer image lock at .*mxnet.sif.lock.json.*dlbench.images.sif"):
+        runtime_for(request(images_dir, "apptainer")).verify()
+    digest = write_sif_lock(images_dir)["sif_sha256"]
     assert Apptainer(request(images_dir, "apptainer")).verify()["digest"] == f"sha256:{digest}"
     (images_dir / "mxnet.sif").write_bytes(b"another image\n")
     with pytest.raises(ImageMismatch) as error:
         Apptainer(request(images_dir, "apptainer")).verify()
     assert digest in str(error.value) and str(images_dir / "mxnet.sif") in str(error.value)
+    write_sif_lock(images_dir)
+    write_lock(images_dir, config_digest="sha256:" + "cd" * 32)  # the podman image was rebuilt since
+    with pytest.raises(ImageMismatch, match="was made from sha256:abab.*pins sha256:cdcd"):
+        Apptainer(request(images_dir, "apptainer")).verify()
 
 
 def write_squashfs_lock(images: Path, framework: str = "mxnet", content: bytes = b"squashfs stand-in\n") -> dict:
@@ -206,7 +209,7 @@ def test_pyxis_verifies_the_squashfs_and_the_image_it_was_made_from(tmp_path):
     with pytest.raises(ImageMismatch, match="was made from sha256:abab.*pins sha256:cdcd"):
         Pyxis(request(images_dir, "pyxis")).verify()
     (images_dir / "mxnet.squashfs.lock.json").unlink()
-    with pytest.raises(ImageMismatch, match="no squashfs lock at .*mxnet.squashfs.lock.json"):
+    with pytest.raises(ImageMismatch, match="no pyxis image lock at .*mxnet.squashfs.lock.json"):
         Pyxis(request(images_dir, "pyxis")).verify()
 
 
@@ -230,9 +233,8 @@ def test_the_plan_shows_each_srun_step_with_the_pinned_squashfs(tmp_path, monkey
 
 
 def test_an_image_from_another_env_lock_is_refused(tmp_path):
-    write_lock(tmp_path / "images", env_lock_sha256="0" * 64, sif_sha256="")
-    (tmp_path / "images" / "mxnet.sif").write_bytes(b"x")
-    images.pin_sif("mxnet", tmp_path / "images")
+    write_lock(tmp_path / "images", env_lock_sha256="0" * 64)
+    write_sif_lock(tmp_path / "images")
     with pytest.raises(ImageMismatch, match=f"sha256 {'0' * 64}, but the file is now sha256 {images_sha('mxnet')}"):
         Apptainer(request(tmp_path / "images", "apptainer")).verify()
 
@@ -242,6 +244,7 @@ def test_a_refused_image_is_a_marked_failed_cell_and_nothing_is_lost(tmp_path, m
     monkeypatch.chdir(tmp_path)
     images_dir = tmp_path / "images"
     write_lock(images_dir)
+    write_sif_lock(images_dir)
     (images_dir / "mxnet.sif").write_bytes(b"tampered\n")
     req = request(images_dir, "apptainer", run_dir=str(tmp_path / make_coords(framework="mxnet").run_dir))
     Path(req.run_dir).mkdir(parents=True)
@@ -266,6 +269,10 @@ def test_the_deployment_runs_the_launcher_on_the_host_and_the_ranks_in_the_image
     pyxis = {"run": {**config["run"], "container": "pyxis"}, "grid": {}}
     deploy = Deployment(pyxis, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
     expected = [str(tmp_path / "mxnet.lock.json"), str(tmp_path / "mxnet.squashfs.lock.json")]
+    assert [str(p) for p in deploy.software_inputs(wildcards)] == expected
+    apptainer = {"run": {**config["run"], "container": "apptainer"}, "grid": {}}
+    deploy = Deployment(apptainer, str(REPO), set(), lambda: {RerunTrigger.MTIME}, {"DLBENCH_IMAGES": str(tmp_path)})
+    expected = [str(tmp_path / "mxnet.lock.json"), str(tmp_path / "mxnet.sif.lock.json")]
     assert [str(p) for p in deploy.software_inputs(wildcards)] == expected
     pyxis["run"]["launcher"] = "local"
     with pytest.raises(DeploymentError, match="run.container: pyxis starts every rank through srun"):

@@ -7,8 +7,8 @@
         the same, and the base, unless they are current (tools/test.sh)
     python -m dlbench.images.squashfs FRAMEWORK [--images DIR]
         pyxis: the squashfs made from the image, and its lock (its own module: it builds on this one)
-    python -m dlbench.images.podman sif FRAMEWORK [--images DIR] [--pin]
-        Apptainer: the build command; --pin hashes the .sif
+    python -m dlbench.images.sif FRAMEWORK [--images DIR]
+        Apptainer: the .sif made from the image's OCI archive, and its lock
 
 Each image's lock, `<images>/<framework>.lock.json`, pins the image by its config digest (the
 image ID podman runs it by) and its OCI archive's manifest digest, and records what built it:
@@ -240,7 +240,7 @@ def build(framework: str, images: Path, archive: bool = True) -> dict:
         os.replace(partial, path)  # a save cut short never stands beside the lock that pins the old one
         lock |= {"archive": path.name, "archive_bytes": path.stat().st_size, "manifest_digest": manifest_digest(path)}
     lock |= {**inputs, "base": base["image"], "base_config_digest": base["config_digest"], **_git_state()}
-    lock |= {"sif": f"{framework}.sif", "sif_sha256": "", "built_at": _now()}
+    lock["built_at"] = _now()
     lock["build_seconds"] = round(time.monotonic() - started, 1)
     _replace_lock(framework, images, lock)
     return lock
@@ -278,30 +278,11 @@ def ensure(framework: str, images: Path) -> dict:
     return json.loads(lock_path(images, framework).read_text())
 
 
-# ------------------------------------------------------------------ Apptainer (cluster side)
-
-
-def sif_command(framework: str, images: Path) -> list[str]:
-    """How a cluster turns the image's OCI archive into the .sif its ranks run (not run here)."""
-    lock = json.loads(lock_path(images, framework).read_text())
-    return ["apptainer", "build", str(images / lock["sif"]), f"oci-archive:{images / lock['archive']}"]
-
-
-def pin_sif(framework: str, images: Path) -> str:
-    """Record the built .sif's sha256 in the lock (the Apptainer runtime verifies against it)."""
-    path = lock_path(images, framework)
-    lock = json.loads(path.read_text())
-    lock["sif_sha256"] = sha256_of(images / lock["sif"])
-    _write_json(path, lock)
-    return lock["sif_sha256"]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m dlbench.images.podman", description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=("base", "build", "ensure", "sif"))
+    p.add_argument("command", choices=("base", "build", "ensure"))
     p.add_argument("framework", nargs="?")
     p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
-    p.add_argument("--pin", action="store_true", help="sif: hash the built .sif into the lock")
     args = p.parse_args(argv)
     images = Path(args.images).resolve() if args.images else images_dir()
     if args.command != "base" and not args.framework:
@@ -314,18 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             with build_lock(images):
                 return build(args.framework, images)
-        if args.command == "ensure":
-            return ensure(args.framework, images)
-        if args.pin:
-            return {"sif_sha256": pin_sif(args.framework, images)}
-        return " ".join(sif_command(args.framework, images))
+        return ensure(args.framework, images)
 
     return cli_result("dlbench.images.podman", produce)
 
 
 def cli_result(prog: str, produce) -> int:
-    """An images command's ending, shared by this CLI and squashfs's: its result printed (JSON,
-    or a command line as it is), or the build's error on one line and exit status 1."""
+    """An images command's ending, shared by this CLI and the derived files' (squashfs, sif):
+    its result printed (JSON, or a command line as it is), or the build's error on one line and
+    exit status 1."""
     try:
         result = produce()
     except (BuildError, ImageMismatch, OSError, KeyError, ValueError) as error:

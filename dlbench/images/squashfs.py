@@ -14,7 +14,6 @@ pyxis runtime (dlbench/launch/container.py) checks both before any rank starts
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -23,26 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench.images.podman import (
-    BuildError,
-    _now,
-    _write_json,
-    build_lock,
-    cli_result,
-    image_id,
-    images_dir,
-    podman,
-    require,
-)
-from dlbench.images.podman import ensure as podman_ensure
-from dlbench.launch.container import (
-    lock_path,
-    podman_base,
-    read_lock,
-    sha256_of,
-    squashfs_lock_path,
-    squashfs_path,
-)
+from dlbench.images import derived
+from dlbench.images.podman import BuildError, podman, require
+from dlbench.launch.container import podman_base, squashfs_lock_path, squashfs_path
+
+SQUASHFS = derived.Derived("pyxis", "squashfs", squashfs_path, squashfs_lock_path, "dlbench.images.squashfs")
 
 # zstd: 2 s where gzip (the default) took 30 s and lzo 60 s for the MXNet image here, at about
 # gzip's size; the kernel (>= 4.14) and squashfuse read it.
@@ -102,65 +86,21 @@ def build(framework: str, images: Path) -> dict:
     """The framework's squashfs from its pinned podman image, and its lock."""
     require("podman", "mksquashfs")
     started = time.monotonic()
-    image = read_lock(images, framework)  # ImageMismatch where the image was never built
-    if image_id(images, image["image"]) != image["config_digest"]:
-        raise BuildError(f"image {image['image']} is not the pinned {image['config_digest']}: rebuild it first")
-    out = squashfs_path(images, framework)
+    image = derived.pinned_image(images, framework)
     environment = image_environment(images, image["config_digest"])
     with mounted(images, image["config_digest"]) as rootfs:
-        mksquashfs(rootfs, out, environment)
-    lock = {
-        "framework": framework,
-        "runtime": "pyxis",
-        "squashfs": out.name,
-        "squashfs_sha256": sha256_of(out),
-        "squashfs_bytes": out.stat().st_size,
-        "image": image["image"],
-        "config_digest": image["config_digest"],
-        "image_lock_sha256": sha256_of(lock_path(images, framework)),
-        "env_lock": image.get("env_lock"),
-        "env_lock_sha256": image.get("env_lock_sha256"),
-        "environment": environment,
-        "mksquashfs": mksquashfs_version(),
-        "mksquashfs_flags": list(MKSQUASHFS_FLAGS),
-        "built_at": _now(),
-        "build_seconds": round(time.monotonic() - started, 1),
-    }
-    _write_json(squashfs_lock_path(images, framework), lock)
-    return lock
+        mksquashfs(rootfs, squashfs_path(images, framework), environment)
+    facts = {"environment": environment, "mksquashfs": mksquashfs_version(), "mksquashfs_flags": list(MKSQUASHFS_FLAGS)}
+    return derived.write_lock(SQUASHFS, images, framework, image, started, **facts)
 
 
 def ensure(framework: str, images: Path) -> dict:
-    """The framework's image and its squashfs, each made again only where it is not current
-    (the squashfs: missing, or made from another image than the one the lock pins now)."""
-    image = podman_ensure(framework, images)
-    with build_lock(images):
-        try:
-            lock = json.loads(squashfs_lock_path(images, framework).read_text())
-        except (OSError, ValueError):
-            lock = {}
-        path = squashfs_path(images, framework)
-        made = path.is_file() and path.stat().st_size == lock.get("squashfs_bytes")
-        if not made or lock.get("config_digest") != image["config_digest"]:
-            lock = build(framework, images)
-    return lock
+    """The framework's image and its squashfs, each made again only where it is not current."""
+    return derived.ensure(SQUASHFS, framework, images, build)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dlbench.images.squashfs", description=__doc__.splitlines()[0])
-    p.add_argument("framework")
-    p.add_argument("--images", default=None, help="default: $DLBENCH_IMAGES, else .images/")
-    p.add_argument("--ensure", action="store_true", help="build the image and the file only where not current")
-    args = p.parse_args(argv)
-    images = Path(args.images).resolve() if args.images else images_dir()
-
-    def produce():
-        if args.ensure:
-            return ensure(args.framework, images)
-        with build_lock(images):
-            return build(args.framework, images)
-
-    return cli_result("dlbench.images.squashfs", produce)
+    return derived.main(SQUASHFS, __doc__.splitlines()[0], build, argv)
 
 
 if __name__ == "__main__":

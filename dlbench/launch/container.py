@@ -57,6 +57,15 @@ def squashfs_lock_path(images: str | os.PathLike, framework: str) -> Path:
     return Path(images) / f"{framework}.squashfs.lock.json"
 
 
+def sif_path(images: str | os.PathLike, framework: str) -> Path:
+    """The .sif Apptainer runs a framework's ranks from (dlbench.images.sif builds it)."""
+    return Path(images) / f"{framework}.sif"
+
+
+def sif_lock_path(images: str | os.PathLike, framework: str) -> Path:
+    return Path(images) / f"{framework}.sif.lock.json"
+
+
 def read_lock(images: str | os.PathLike, framework: str) -> dict:
     path = lock_path(images, framework)
     try:
@@ -223,21 +232,70 @@ PASS_PLACEMENT = (
 )
 
 
-@register
-class Apptainer(Runtime):
-    """`apptainer exec` of the .sif built from the image's OCI archive, one per rank, locally or
-    under srun (tests/test_container_apptainer.py runs it where Apptainer is installed). Shares
-    the host network: Apptainer makes a network namespace only for root or with a site's CNI
-    setup. --contain: the container's own /tmp, /var/tmp and an empty home, no host /dev."""
+class FromImage(Runtime):
+    """A runtime whose ranks run from a file made from the pinned podman image (pyxis's
+    squashfs, Apptainer's .sif), pinned by a lock of its own beside the image's: `verify()`
+    checks that the file was made from the image the image lock pins now, and that it is, byte
+    for byte, the file its own lock pins."""
 
-    name = "apptainer"
+    path_of = staticmethod(sif_path)
+    lock_path_of = staticmethod(sif_lock_path)
+    digest_key = ""  # the file's sha256 in its lock
+    maker = ""  # the module that makes the file and its lock
 
     @property
-    def sif(self) -> Path:
-        return Path(self.request.images) / f"{self.image}.sif"
+    def file(self) -> Path:
+        return self.path_of(self.request.images, self.image).resolve()
+
+    @property
+    def file_lock(self) -> dict:
+        path = self.lock_path_of(self.request.images, self.image)
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise ImageMismatch(
+                f"no {self.name} image lock at {path} ({error.__class__.__name__}): make it first "
+                f"(python -m {self.maker} {self.image}, or snakemake with run.container: {self.name})"
+            ) from None
 
     def image_digest(self) -> str:
-        return "sha256:" + str(self.lock.get("sif_sha256") or "")
+        return "sha256:" + str(self.file_lock.get(self.digest_key) or "")
+
+    def provenance_env(self) -> dict[str, str]:
+        lock = self.lock_path_of(self.request.images, self.image)
+        values = super().provenance_env() | {"DLBENCH_IMAGE": str(self.file), "DLBENCH_IMAGE_LOCK": str(lock)}
+        return values | {"DLBENCH_IMAGE_LOCK_SHA256": sha256_of(lock)}
+
+    def verify(self) -> dict:
+        pinned, image = self.file_lock, self.lock
+        if pinned.get("config_digest") != image.get("config_digest"):
+            raise ImageMismatch(
+                f"{self.file} was made from {pinned.get('config_digest')}, but {image['lock_path']} pins "
+                f"{image.get('config_digest')}: make it again (python -m {self.maker} {self.image})"
+            )
+        if not self.file.is_file():
+            raise ImageMismatch(f"image {self.file} does not exist (python -m {self.maker} {self.image})")
+        actual = "sha256:" + sha256_of(self.file)
+        if actual != self.image_digest():
+            raise ImageMismatch(
+                f"image {self.file} is {actual}, but {self.lock_path_of(self.request.images, self.image)} "
+                f"pins {self.image_digest()}: refusing to run {self.request.coords.framework} in another image"
+            )
+        self.check_env_lock()
+        return {"runtime": self.name, "image": str(self.file), "digest": actual}
+
+
+@register
+class Apptainer(FromImage):
+    """`apptainer exec` of the .sif built from the image's OCI archive (dlbench.images.sif), one
+    per rank, locally or under srun (tests/test_container_apptainer.py runs it where Apptainer
+    is installed). Shares the host network: Apptainer makes a network namespace only for root
+    or with a site's CNI setup. --contain: the container's own /tmp, /var/tmp and an empty
+    home, no host /dev."""
+
+    name = "apptainer"
+    path_of, lock_path_of = staticmethod(sif_path), staticmethod(sif_lock_path)
+    digest_key, maker = "sif_sha256", "dlbench.images.sif"
 
     def command(self, inner: list[str]) -> list[str]:
         # --no-eval: the values below reach the rank verbatim, not through a shell. The site's
@@ -253,24 +311,11 @@ class Apptainer(Runtime):
             cmd += ["--bind", f"{path}:{path}:{mode}"]
         for key, value in self.provenance_env().items():
             cmd += ["--env", f"{key}={value}"]
-        return ["sh", "-c", PASS_PLACEMENT, "apptainer-env", *cmd, str(self.sif.resolve()), *inner]
-
-    def verify(self) -> dict:
-        pinned = self.lock.get("sif_sha256") or ""
-        if not self.sif.is_file():
-            raise ImageMismatch(f"image {self.sif} does not exist (build it: python -m dlbench.images.podman sif ...)")
-        actual = sha256_of(self.sif)
-        if actual != pinned:
-            raise ImageMismatch(
-                f"image {self.sif} is sha256:{actual}, but {self.lock['lock_path']} pins "
-                f"sha256:{pinned or '(nothing: run python -m dlbench.images.podman sif)'}"
-            )
-        self.check_env_lock()
-        return {"runtime": self.name, "image": str(self.sif), "digest": "sha256:" + actual}
+        return ["sh", "-c", PASS_PLACEMENT, "apptainer-env", *cmd, str(self.file), *inner]
 
 
 @register
-class Pyxis(Runtime):
+class Pyxis(FromImage):
     """pyxis/enroot: srun itself starts every task in a container made from the squashfs file
     (srun_options); the task's command, which runs inside, only sets what the header records.
     pyxis passes the task's environment in (DLBENCH_*, SLURM_*, CUDA_VISIBLE_DEVICES) and
@@ -278,29 +323,8 @@ class Pyxis(Runtime):
     pyxis are installed by their own guides (docs/containers.md; tests/test_container_pyxis.py)."""
 
     name = "pyxis"
-
-    @property
-    def squashfs(self) -> Path:
-        return squashfs_path(self.request.images, self.image).resolve()
-
-    @property
-    def squashfs_lock(self) -> dict:
-        path = squashfs_lock_path(self.request.images, self.image)
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError) as error:
-            raise ImageMismatch(
-                f"no squashfs lock at {path} ({error.__class__.__name__}): make it first "
-                f"(python -m dlbench.images.squashfs {self.image}, or snakemake with run.container: pyxis)"
-            ) from None
-
-    def image_digest(self) -> str:
-        return "sha256:" + str(self.squashfs_lock.get("squashfs_sha256") or "")
-
-    def provenance_env(self) -> dict[str, str]:
-        lock = squashfs_lock_path(self.request.images, self.image)
-        values = super().provenance_env() | {"DLBENCH_IMAGE": str(self.squashfs), "DLBENCH_IMAGE_LOCK": str(lock)}
-        return values | {"DLBENCH_IMAGE_LOCK_SHA256": sha256_of(lock)}
+    path_of, lock_path_of = staticmethod(squashfs_path), staticmethod(squashfs_lock_path)
+    digest_key, maker = "squashfs_sha256", "dlbench.images.squashfs"
 
     def srun_options(self) -> list[str]:
         # The read-only image; results the only writable host path, data outside it read-only.
@@ -308,7 +332,7 @@ class Pyxis(Runtime):
         # exposed every host file under it read-write and hid results and data beneath it.
         mounts = [f"{path}:{path}:{mode}" for path, mode in self.mounts()]
         return [
-            f"--container-image={self.squashfs}",
+            f"--container-image={self.file}",
             f"--container-mounts={','.join(mounts)}",
             f"--container-workdir={Path.cwd()}",
             "--no-container-mount-home",
@@ -318,21 +342,3 @@ class Pyxis(Runtime):
     def command(self, inner: list[str]) -> list[str]:
         values = {"HOME": "/tmp", **self.provenance_env()}
         return ["env", *(f"{key}={value}" for key, value in values.items()), *inner]
-
-    def verify(self) -> dict:
-        pinned, image = self.squashfs_lock, self.lock
-        if pinned.get("config_digest") != image.get("config_digest"):
-            raise ImageMismatch(
-                f"squashfs {self.squashfs} was made from {pinned.get('config_digest')}, but "
-                f"{image['lock_path']} pins {image.get('config_digest')}: make it again (dlbench.images.squashfs)"
-            )
-        if not self.squashfs.is_file():
-            raise ImageMismatch(f"image {self.squashfs} does not exist (python -m dlbench.images.squashfs …)")
-        actual = "sha256:" + sha256_of(self.squashfs)
-        if actual != self.image_digest():
-            raise ImageMismatch(
-                f"image {self.squashfs} is {actual}, but {squashfs_lock_path(self.request.images, self.image)} "
-                f"pins {self.image_digest()}: refusing to run {self.request.coords.framework} in another image"
-            )
-        self.check_env_lock()
-        return {"runtime": self.name, "image": str(self.squashfs), "digest": actual}

@@ -174,13 +174,14 @@ class Deployment:
         return str(lock_path(self.image_store, image_name(wildcards.framework, self.device)))
 
     def software_inputs(self, wildcards) -> list:
-        """What a training job runs in: its image (run.container: the lock, and the .sif for
-        Apptainer; --sdm apptainer: the verified image), else its venv (unless built)."""
+        """What a training job runs in: its image (run.container: its lock, and the lock of the
+        file made from it for pyxis and Apptainer; --sdm apptainer: the verified image), else
+        its venv (unless built)."""
         # Never ancient(): Snakemake 9 leaves out a job whose ancient input is being rebuilt
         # (and every job after it), and exits 0 (docs/reliability.md).
         if self.runtime != "none":
             image = os.path.join(self.image_store, image_name(wildcards.framework, self.device))
-            files = {"apptainer": [f"{image}.sif"], "pyxis": [f"{image}.squashfs.lock.json"]}
+            files = {"apptainer": [f"{image}.sif.lock.json"], "pyxis": [f"{image}.squashfs.lock.json"]}
             return [self.image_lock(wildcards), *files.get(self.runtime, [])]
         if self.apptainer:
             return self.image_inputs(wildcards)

@@ -57,6 +57,10 @@ def test_single_device_run_trains_and_writes_a_valid_log(single_run):
     assert header["trainable_params"] == 61_100_840  # torchvision's AlexNet
     assert header["backend"] == "cpu" and header["compute_dtype"] == "float32"
     assert header["step_compile"]["persistent_cache"] == "off" and header["step_compile"]["seconds"] > 0
+    # XLA's memory analysis of the step: at least AlexNet's fp32 weights and momentum (489 MB).
+    memory = header["step_compile"]["memory"]
+    assert memory["peak"] == memory["argument"] + memory["output"] + memory["temp"] - memory["alias"]
+    assert memory["argument"] >= 2 * 4 * 61_100_840 and memory["alias"] > 0  # the donated state
     assert len(log.header["provenance"]["env_lock_sha256"]) == 64
     losses = [s["loss"] for s in log.steps]
     assert sum(losses[-4:]) < sum(losses[:4])  # a fixed batch is learnt (measured: 24.5 -> 22.3)

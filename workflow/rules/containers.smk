@@ -1,6 +1,7 @@
-# Framework images (docs/containers.md). run.container: podman | apptainer runs every rank
-# in its framework's image, built here with podman from the env locks (rules podman_*), each
-# pinned by <images>/<framework>.lock.json, which the launcher checks before any rank starts.
+# Framework images (docs/containers.md). run.container: podman | apptainer | pyxis runs every
+# rank in its framework's image, built here with podman from the env locks (rules podman_*),
+# each pinned by <images>/<framework>.lock.json; pyxis's squashfs and Apptainer's .sif are made
+# from it, each pinned by its own lock. The launcher checks them before any rank starts.
 # The older path below (rules container_image, verify_image) is Snakemake's --sdm apptainer
 # with the NGC recipes (containers/*.def): cluster only, never built here.
 import sys
@@ -90,6 +91,28 @@ rule pyxis_squashfs:
         python=sys.executable,
     shell:
         "{params.python} -m dlbench.images.squashfs {wildcards.framework}"
+        " --images $(dirname {output}) > {log} 2>&1"
+
+
+rule apptainer_sif:
+    """run.container: apptainer: the .sif built from the framework's pinned OCI archive
+    (apptainer build oci-archive:), pinned by its own lock."""
+    input:
+        os.path.join(IMAGE_STORE, "{framework}.lock.json"),
+    output:
+        os.path.join(IMAGE_STORE, "{framework}.sif.lock.json"),
+    log:
+        "logs/containers/sif_{framework}.log",
+    wildcard_constraints:
+        framework=ENV_NAME,
+    localrule: True
+    conda:
+        ANALYSIS_ENV
+    threads: threads_per_run()
+    params:
+        python=sys.executable,
+    shell:
+        "{params.python} -m dlbench.images.sif {wildcards.framework}"
         " --images $(dirname {output}) > {log} 2>&1"
 
 

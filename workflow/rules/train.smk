@@ -48,10 +48,13 @@ if PACKING:
 if config["run"]["launcher"] == "srun":
     for line in DEPLOY.srun_lines(GRID.runs, GRID.run_protocol):
         logger.info(f"srun step: {line}")
-# Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run).
+# Runs an earlier invocation's Slurm job ended without launch.json (record_ended_run). The
+# controller alone decides it: inside a job (a packed group's own Snakemake), a run of the
+# group that has started holds slurm.json and no launch.json yet, and is no ended run.
 ENDED_RUNS = (
     dlbench_jobs.ended_run_constraints(GRID.runs, RECORDED_RUNS)
     if config["run"]["launcher"] == "srun"
+    and not (workflow.remote_exec or workflow.subprocess_exec)
     else None
 )
 
