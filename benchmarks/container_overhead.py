@@ -51,7 +51,7 @@ from dlbench.analysis import stats  # noqa: E402
 from dlbench.analysis.aggregate import summarize_run  # noqa: E402
 from dlbench.coords import RunCoords  # noqa: E402
 from dlbench.images import podman as images  # noqa: E402
-from dlbench.images import squashfs  # noqa: E402
+from dlbench.images import sif, squashfs  # noqa: E402
 from dlbench.launch import LaunchRequest  # noqa: E402
 from dlbench.protocol import RunProtocol  # noqa: E402
 from dlbench.steplog import read_steplog  # noqa: E402
@@ -97,27 +97,25 @@ def missing(mode: str) -> str | None:
 
 
 def sif_builds(framework: str, count: int) -> dict:
-    """Image → SIF from the pinned OCI archive, `count` times (at least once: the last is pinned)."""
-    store, seconds = images.images_dir(), []
-    for _ in range(max(count, 1)):
-        lock = images.ensure(framework, store)
-        (store / lock["sif"]).unlink(missing_ok=True)  # apptainer build refuses to overwrite
+    """Image → SIF from the pinned OCI archive (dlbench.images.sif), `count` times (at least
+    once: the last one is pinned): seconds each, and the file's size."""
+    return derived_builds(sif.build, framework, max(count, 1), "sif_bytes")
+
+
+def derived_builds(build, framework: str, count: int, size_key: str) -> dict:
+    seconds, lock = [], {}
+    images.ensure(framework, images.images_dir())
+    for _ in range(count):
         started = time.monotonic()
-        subprocess.run(images.sif_command(framework, store), check=True, capture_output=True)
+        with images.build_lock(images.images_dir()):
+            lock = build(framework, images.images_dir())
         seconds.append(round(time.monotonic() - started, 2))
-    images.pin_sif(framework, store)
-    return {"seconds": seconds, "median_s": stats.median(seconds), "bytes": (store / lock["sif"]).stat().st_size}
+    return {"seconds": seconds, "median_s": stats.median(seconds), "bytes": lock.get(size_key)}
 
 
 def squashfs_builds(framework: str, count: int) -> dict:
     """Image → squashfs, `count` times: seconds each, and the file's size."""
-    seconds, lock = [], {}
-    for _ in range(count):
-        started = time.monotonic()
-        with images.build_lock(images.images_dir()):
-            lock = squashfs.build(framework, images.images_dir())
-        seconds.append(round(time.monotonic() - started, 2))
-    return {"seconds": seconds, "median_s": stats.median(seconds), "bytes": lock.get("squashfs_bytes")}
+    return derived_builds(squashfs.build, framework, count, "squashfs_bytes")
 
 
 def request(mode: str, args) -> LaunchRequest:

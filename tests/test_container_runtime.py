@@ -334,6 +334,14 @@ def test_the_audit_fails_a_run_whose_image_is_not_the_locked_one(tmp_path):
     header["provenance"]["container"]["runtime"] = "pyxis"
     assert audit.image_problems([header], tmp_path) == []
     assert pinned in audit.image_problems([container_header(pinned)], tmp_path)[0]  # podman pins another
+    sif = "sha256:" + write_sif_lock(tmp_path)["sif_sha256"]  # Apptainer: the .sif's own lock
+    header = container_header(sif)
+    header["provenance"]["container"]["runtime"] = "apptainer"
+    assert audit.image_problems([header], tmp_path) == []
+    (tmp_path / "mxnet.sif.lock.json").unlink()
+    assert "pins nothing (no lock)" in audit.image_problems([header], tmp_path)[0]
+    header["provenance"]["container"]["runtime"] = "docker"
+    assert "which dlbench does not know" in audit.image_problems([header], tmp_path)[0]
 
 
 def test_ranks_past_the_limit_get_sigterm_first_which_podman_passes_to_its_container(tmp_path):

@@ -22,7 +22,7 @@ from dlbench.analysis.derive import CAMPAIGN_FILE, PRESCREEN_FILE, TABLE_FILES, 
 from dlbench.analysis.tables import csv_bytes
 from dlbench.coords import CELL_FIELDS
 from dlbench.images import podman as images
-from dlbench.launch.container import lock_path, squashfs_lock_path
+from dlbench.launch.container import RUNTIMES, image_name
 from dlbench.planning.grid import Grid
 from dlbench.provenance import sha256_file
 
@@ -64,16 +64,13 @@ def image_problems(headers: list[dict], images_dir: Path) -> list[str]:
         framework = (header.get("run") or {}).get("framework")
         if not container.get("runtime") or not framework:
             continue
-        pyxis = container["runtime"] == "pyxis"
-        path = (squashfs_lock_path if pyxis else lock_path)(images_dir, framework)
-        try:
-            lock = json.loads(path.read_text())
-        except (OSError, ValueError):
-            lock = {}
-        digest = lock.get("squashfs_sha256") if pyxis else lock.get("sif_sha256")
-        pinned = lock.get("config_digest") if container["runtime"] == "podman" else f"sha256:{digest}"
+        run = "/".join(str(v) for v in header["run"].values())
+        runtime = RUNTIMES.get(container["runtime"])
+        if runtime is None:
+            problems[run] = f"run {run} ran in container runtime {container['runtime']!r}, which dlbench does not know"
+            continue
+        path, pinned = runtime.pinned(images_dir, image_name(framework, header.get("device") or "cpu"))
         if container.get("digest") != pinned:
-            run = "/".join(str(v) for v in header["run"].values())
             problems[run] = (
                 f"run {run} ran in {framework} image {container.get('path')} {container.get('digest')}, "
                 f"but {path} pins {pinned or 'nothing (no lock)'}"

@@ -154,6 +154,20 @@ class Runtime:
     def image_digest(self) -> str:
         raise NotImplementedError
 
+    @classmethod
+    def pinned(cls, images: str | os.PathLike, image: str) -> tuple[Path, str | None]:
+        """The lock that pins what this runtime runs of `image`, and the digest a rank's header
+        must then record (the audit's check); None where the lock pins nothing."""
+        path = lock_path(images, image)
+        return path, _read_json(path).get("config_digest")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
 
 @register
 class NoContainer(Runtime):
@@ -260,6 +274,12 @@ class FromImage(Runtime):
 
     def image_digest(self) -> str:
         return "sha256:" + str(self.file_lock.get(self.digest_key) or "")
+
+    @classmethod
+    def pinned(cls, images: str | os.PathLike, image: str) -> tuple[Path, str | None]:
+        path = cls.lock_path_of(images, image)
+        digest = _read_json(path).get(cls.digest_key)
+        return path, f"sha256:{digest}" if digest else None
 
     def provenance_env(self) -> dict[str, str]:
         lock = self.lock_path_of(self.request.images, self.image)
