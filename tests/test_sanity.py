@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dlbench import labels, workload
+from dlbench import labels, recipe
 from dlbench.analysis import audit, sanity, stats, tables
 from dlbench.analysis.aggregate import cells_table, runs_table
 from dlbench.planning.grid import Grid
@@ -140,11 +140,11 @@ def test_the_audit_recomputes_the_sanity_columns(tmp_path):
 
 def test_the_learning_rate_scales_with_the_global_batch_and_the_planting_factor(monkeypatch):
     spec = SimpleNamespace(batch=8, coords=make_coords(scale="2x2", strategy="ddp"))
-    monkeypatch.delenv(workload.LR_SCALE_ENV, raising=False)
-    assert workload.sgd_lr(spec) == pytest.approx(0.05 * 32 / 256)
-    monkeypatch.setenv(workload.LR_SCALE_ENV, "1e5")
-    assert workload.sgd_lr(spec) == pytest.approx(1e5 * 0.05 * 32 / 256)
+    monkeypatch.delenv(recipe.LR_SCALE_ENV, raising=False)
+    assert recipe.sgd_lr(spec) == pytest.approx(0.05 * 32 / 256)
+    monkeypatch.setenv(recipe.LR_SCALE_ENV, "1e5")
+    assert recipe.sgd_lr(spec) == pytest.approx(1e5 * 0.05 * 32 / 256)
     for bad in ("fast", "0", "-1"):
-        monkeypatch.setenv(workload.LR_SCALE_ENV, bad)
+        monkeypatch.setenv(recipe.LR_SCALE_ENV, bad)
         with pytest.raises(ValueError, match=f"DLBENCH_LR_SCALE='{bad}'"):
-            workload.sgd_lr(spec)
+            recipe.sgd_lr(spec)

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from dlbench import llm, workload
+from dlbench import llm, recipe
 from tests.conftest import framework_python
 from tests.frameworks.bert_tiny import TINY_BERT
 from tests.frameworks.equivalence import run_script
@@ -18,8 +18,8 @@ from tests.frameworks.equivalence import run_script
 # which builds a runner and returns it with its header's framework.optimizer (worker._header).
 PRELUDE = """
 import json, sys
-from dlbench import llm, workload
-workload.BERT_BASE.update(json.loads(sys.argv[1]))
+from dlbench import llm, recipe
+recipe.BERT_BASE.update(json.loads(sys.argv[1]))
 llm.SHAPES["llama_small"] = llm.LlamaShape(1, 64, 2, 1, 128, 256, False, 64)
 import importlib
 from dlbench.coords import RunCoords
@@ -143,10 +143,10 @@ def test_the_header_records_what_the_live_optimizer_holds(framework):
         assert default[key] == (pytest.approx(held, rel=1e-6) if isinstance(held, float) else held), key
     assert default["schedule"] == "constant" and default["loss_scaling"] is None and out["seed"] == 7
     if default["name"] in ("sgd", "momentum"):
-        assert default["momentum"] == workload.SGD_MOMENTUM
-        assert default["learning_rate"] == pytest.approx(workload.SGD_LR_PER_256 * 2 / 256)
+        assert default["momentum"] == recipe.SGD_MOMENTUM
+        assert default["learning_rate"] == pytest.approx(recipe.SGD_LR_PER_256 * 2 / 256)
     else:  # BERT's Adam: Google's epsilon in every framework
-        assert default["epsilon"] == workload.ADAM_EPSILON and default["learning_rate"] == workload.ADAM_LR
+        assert default["epsilon"] == recipe.ADAM_EPSILON and default["learning_rate"] == recipe.ADAM_LR
     # a changed setting: the record follows it (and equals what the optimizer then holds)
     if framework == "jax":
         assert changed["epsilon"] == 3e-7 and changed["betas"] == list(llm.ADAMW_BETAS)
