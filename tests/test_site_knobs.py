@@ -4,6 +4,8 @@ line the launcher runs, the schema's messages, and what the header and environme
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dlbench.analysis import environment
@@ -151,7 +153,9 @@ def test_a_dry_run_shows_the_knobs_and_the_prescreen(tmp_path):
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
-    assert "rule prescreen_2x2:" in out and "/.dlbench-env, results/prescreen/2x2/launch.json" in out
+    # Every training job waits for the prescreen through one file that names each shape's record.
+    assert "rule prescreen_2x2:" in out and "/.dlbench-env, results/prescreen/measured.json" in out
+    assert re.search(r"rule prescreened:\n\s+input: results/prescreen/2x2/launch.json\n", out)
     assert "gres=gpu:h100:2" in out and "gres=gpu:h100:1" in out and "tasks_per_gpu=0" in out
     assert "slurm_extra=--ntasks-per-node=2 --exclusive" in out and "mem_mb=0" in out
     assert "--task prescreen --sizes 65536,1048576,8388608" in out

@@ -4,17 +4,25 @@ in which framework's environment, and each shape's launch request. Analysis envi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlbench.coords import RunCoords, Scale
 from dlbench.launch.request import LaunchRequest
+from dlbench.planning.deployment import Deployment, quoted
 from dlbench.planning.jobs import JobShape
+from dlbench.planning.snakemake_api import RunWildcards
 from dlbench.runners import capabilities, framework_names
 
 # Where a shape's measurement lives: its launch.json (the file Snakemake tracks) and rank logs.
 PRESCREEN_DIR = "results/prescreen/{scale}"
 PRESCREEN_RECORD = PRESCREEN_DIR + "/launch.json"
 PRESCREEN_LOG = "logs/prescreen/{scale}.log"
+# What the timed runs wait for: one file naming every shape's record, so that a training job has
+# one edge to the prescreen, not one per shape (Snakemake's planning cost grows with the edges).
+MEASURED = "results/prescreen/measured.json"
 # The run coordinates of its request: they only carry the framework and the shape.
 MODEL = STRATEGY = "allreduce"
 TIME_LIMIT_S = 300
@@ -38,6 +46,16 @@ class Plan:
         coords = RunCoords(self.framework, MODEL, "fp32", "synthetic", "1", shape.scale, STRATEGY, 1)
         return {**{name: str(value) for name, value in coords.as_dict().items()}, "training": coords.training}
 
+    def command(self, deploy: Deployment, protocol, shape: JobShape, settings: dict) -> str:
+        """The launcher's command line for one shape's measurement, as `deploy` runs a run's."""
+        wildcards = RunWildcards(self.wildcards(shape))
+        base = deploy.launch_request(wildcards, protocol, None)
+        return deploy.command(wildcards, quoted(self.request(base, shape, settings)))
+
+    def software_inputs(self, deploy: Deployment, shape: JobShape):
+        """The input function of a shape's rule: the measuring framework's environment or image."""
+        return lambda wildcards: deploy.software_inputs(RunWildcards(self.wildcards(shape)))
+
     def request(self, base: LaunchRequest, shape: JobShape, settings: dict) -> LaunchRequest:
         """The shape's request: `base` (what the deployment gives its wildcards) set to measure."""
         return dataclasses.replace(
@@ -50,6 +68,12 @@ class Plan:
             ),
             time_limit=TIME_LIMIT_S,
         )
+
+
+def write_measured(records: list[str], path: str) -> None:
+    """The gate's file: each shape's record and its sha256 (what the timed runs waited for)."""
+    digests = {record: hashlib.sha256(Path(record).read_bytes()).hexdigest() for record in records}
+    Path(path).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
 
 
 def plan(config: dict, train_shapes) -> Plan | None:

@@ -78,6 +78,7 @@ try:
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 PRESCREEN_RECORDS = PRESCREEN.records if PRESCREEN else []
+PRESCREEN_MEASURED = [dlbench_prescreen.MEASURED] if PRESCREEN else []
 
 
 wildcard_constraints:
@@ -166,7 +167,7 @@ def train_inputs(wildcards):
     if RUN_DIR_TEMPLATE.format(**wildcards) in RECORDED_RUNS[RUN_RECORD]:
         return []
     inputs = DEPLOY.software_inputs(wildcards)
-    inputs += PRESCREEN_RECORDS  # the communication prescreen first
+    inputs += PRESCREEN_MEASURED  # the communication prescreen first
     inputs += max_batch_result(wildcards)
     if wildcards.data == "real":
         model = wildcards.model
