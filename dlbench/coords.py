@@ -7,8 +7,9 @@ framework environment.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 # Every value that ends up in a path or a shell command matches one of these.
 SAFE_NAME = r"[a-z][a-z0-9_]*"
@@ -83,6 +84,12 @@ def _check_training(activation_checkpointing: str, grad_accum) -> None:
         raise ValueError(f"run coordinate grad_accum={grad_accum!r} is not a whole number of micro-batches >= 1")
 
 
+@functools.cache
+def _allowed(name: str, value: str) -> bool:
+    """`value` matches coordinate `name`'s constraint (a grid repeats few values: checked once each)."""
+    return re.fullmatch(WILDCARD_CONSTRAINTS[name], value) is not None
+
+
 def _as_accumulation(value) -> int:
     """grad_accum as an int from a table's, a path's or a wildcard's text ("4" -> 4)."""
     return int(value) if isinstance(value, str) and value.isdigit() else value
@@ -132,7 +139,7 @@ class RunCoords:
         object.__setattr__(self, "grad_accum", _as_accumulation(self.grad_accum))
         for name in PATH_FIELDS:
             value = str(getattr(self, name))
-            if not re.fullmatch(WILDCARD_CONSTRAINTS[name], value):
+            if not _allowed(name, value):
                 raise ValueError(f"run coordinate {name}={value!r} is not allowed")
         _check_training(self.activation_checkpointing, self.grad_accum)
 
@@ -204,7 +211,7 @@ class CellKey:
         _check_training(self.activation_checkpointing, self.grad_accum)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return dict(vars(self))  # flat fields, as RunCoords.as_dict
 
     @property
     def training(self) -> str:

@@ -8,6 +8,7 @@ Analysis environment.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import shlex
@@ -19,7 +20,7 @@ from snakemake.io import ancient, apply_wildcards
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 from snakemake.utils import update_config
 
-from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords, training_suffix
+from dlbench.coords import PATH_FIELDS, RUN_FIELDS, TRAINING_DEFAULTS, RunCoords, parse_training, training_suffix
 
 __all__ = [
     "CommandClasses",
@@ -57,14 +58,27 @@ class RunWildcards(dict):
 
     @classmethod
     def from_job(cls, wildcards) -> RunWildcards:
-        """A job's wildcards (Snakemake's: the training options as one path wildcard) as ours."""
-        return wildcards if isinstance(wildcards, RunWildcards) else cls.of(RunCoords.from_wildcards(wildcards))
+        """A job's wildcards (Snakemake's: the training options as one path wildcard) as ours.
+        Read as they are: Snakemake matched them with the coordinates' own constraints
+        (coords.WILDCARD_CONSTRAINTS), so no RunCoords is built per job."""
+        if isinstance(wildcards, RunWildcards):
+            return wildcards
+        values = {name: str(getattr(wildcards, name)) for name in PATH_FIELDS}
+        training = str(wildcards.training)
+        values.update(_training_options(training), training=training)
+        return cls(values)
 
     def __getattr__(self, name: str) -> str:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+@functools.cache
+def _training_options(suffix: str) -> dict[str, str]:
+    """A `training` wildcard's options as text (a grid has a handful: parsed once each)."""
+    return {name: str(value) for name, value in parse_training(suffix).items()}
 
 
 class Placeholders(RunWildcards):
