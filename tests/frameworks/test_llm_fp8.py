@@ -88,3 +88,26 @@ def test_the_runner_refuses_fp8_where_it_cannot_train_it_before_building_the_mod
     assert out["cpu"][0].endswith("the CPU has none")
     assert "fp8 with resnet50 (image model)" in out["cnn"][0]
     assert not any(built for _, built in out.values())  # refused before the model was built
+
+
+@needs_torch
+def test_the_gpu_checks_fp8_stage_runs_its_cpu_path(tmp_path):
+    """benchmarks/llm_gpu_check.py as device_run.sh's fp8 stage runs it, on its CPU path
+    (emulated): the fp8 runner beside the amp runner, both loss curves step for step, the
+    recipe; on a GPU the same script holds MFU to the card's fp8 peak (tests/test_fp8.py)."""
+    import subprocess
+
+    command = [str(framework_python("pytorch")), "benchmarks/llm_gpu_check.py", "--precision", "fp8"]
+    command += ["--arms", "window", "amp", "--fp8-emulation", "--device", "cpu", "--model", "llama_small"]
+    command += ["--batch", "2", "--seq-len", "16", "--warmup", "1", "--steps", "2", "--rounds", "1"]
+    command += ["--threads", "2", "--json", str(tmp_path / "check.json")]
+    env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    run = subprocess.run(command, cwd=equivalence.REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((tmp_path / "check.json").read_text())
+    assert set(result["median_tokens_per_s"]) == {"window", "amp"} and "window_over_amp" in result
+    assert len(result["losses"]["window"]) == len(result["losses"]["amp"]) == 3
+    assert 0 < result["loss_max_relative_difference_vs_amp"] < FP8_LOSS_REL
+    assert result["float8"]["emulate"] is True and result["float8"]["converted"] == 28
+    assert "mfu" not in result  # a CPU has no fp8 peak
+    assert "float8: torchao" in run.stdout
