@@ -154,3 +154,23 @@ def test_cells_md_marks_the_emulated_cells_and_says_what_they_are():
     assert f"{labels.EMULATED_MARK} = PyTorch fp8 {labels.EMULATED_TEXT}" in text
     assert "framework_options.pytorch.fp8_emulation" in text
     assert labels.EMULATED_MARK not in tables.markdown(cells, PROTOCOL)
+
+
+def test_the_runner_finds_a_cuda_device_without_float8_before_it_builds_anything():
+    """A GPU planning could not name (run.gpu_type unset): the runner asks the device it finds
+    (float8.device_problem, called with torch by the runner; faked here, no GPU)."""
+    from types import SimpleNamespace
+
+    from dlbench.runners.pytorch import float8
+
+    def fake_torch(name, capability):
+        cuda = SimpleNamespace(get_device_name=lambda device: name, get_device_capability=lambda device: capability)
+        return SimpleNamespace(cuda=cuda)
+
+    gpu = SimpleNamespace(type="cuda")
+    assert float8.device_problem(fake_torch("NVIDIA A100-SXM4-80GB", (8, 0)), gpu, emulate=False).endswith(
+        "NVIDIA A100-SXM4-80GB has compute capability 8.0"
+    )
+    assert float8.device_problem(fake_torch("NVIDIA H200", (9, 0)), gpu, emulate=False) is None
+    assert float8.device_problem(fake_torch("NVIDIA A100-SXM4-80GB", (8, 0)), gpu, emulate=True) is None
+    assert float8.device_problem(None, SimpleNamespace(type="cpu"), emulate=False).endswith("the CPU has none")

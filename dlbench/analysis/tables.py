@@ -150,7 +150,7 @@ def markdown(cells: pd.DataFrame, protocol: dict, emulated_pairs: frozenset = fr
         option = capabilities(fw).emulated_precisions[precision]
         lines += [
             f"{labels.EMULATED_MARK} = {labels.framework_label(fw)} {precision} {labels.EMULATED_TEXT} "
-            f"(framework_options.{fw}.{option}: its header's framework.options says so).",
+            f"(framework_options.{fw}.{option}; each run's header records it in framework.options).",
             "",
         ]
     for title, table in pivot(cells, emulated_pairs):
