@@ -57,7 +57,7 @@ DATA_TEXT = {
 PRECISION_TEXT = {
     "fp32": "32-bit floating point",
     "amp": "automatic mixed precision",
-    "fp8": "mixed precision with the linear layers' matmuls in float8 (dynamic scaling)",
+    "fp8": "mixed precision, the linear layers' matmuls in float8 with dynamic scaling",
 }
 # A cell whose precision ran in its framework's emulation (Capabilities.emulated_precisions).
 EMULATED_MARK = "‡"

@@ -174,3 +174,22 @@ def test_the_runner_finds_a_cuda_device_without_float8_before_it_builds_anything
     assert float8.device_problem(fake_torch("NVIDIA H200", (9, 0)), gpu, emulate=False) is None
     assert float8.device_problem(fake_torch("NVIDIA A100-SXM4-80GB", (8, 0)), gpu, emulate=True) is None
     assert float8.device_problem(None, SimpleNamespace(type="cpu"), emulate=False).endswith("the CPU has none")
+
+
+def test_the_reports_tables_and_method_say_which_cells_were_emulated():
+    from dlbench.report.cells import throughput_tables
+    from dlbench.report.sections import _precisions
+
+    rows = [
+        {**CellKey("pytorch", "llama_small", p, "synthetic", "2", "1x1", "single").as_dict(), "status": "ok",
+         "throughput": 50.0, "std": float("nan"), "n": 1, "repeats": 1, "devices": 1}
+        for p in ("amp", "fp8")
+    ]  # fmt: skip
+    cells = pd.DataFrame(rows)
+    asked = config(options={"fp8_emulation": True})
+    texts = {
+        t["key"][2]: t["rows"][0]["entries"][0]["text"] for t in throughput_tables(cells, tables.emulated(cells, asked))
+    }
+    assert texts == {"amp": "50.0", "fp8": f"50.0 {labels.EMULATED_MARK}"}
+    assert _precisions(cells, asked)[1].endswith(f"PyTorch {labels.EMULATED_TEXT}")
+    assert labels.EMULATED_TEXT not in " ".join(_precisions(cells, config()))

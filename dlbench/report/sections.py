@@ -170,13 +170,17 @@ def _catalogue_order(model: str) -> int:
 
 
 def model_sections(
-    cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding], curves: pd.DataFrame | None = None
+    cells: pd.DataFrame,
+    runs: pd.DataFrame,
+    found: list[fnd.Finding],
+    curves: pd.DataFrame | None = None,
+    emulated: frozenset = frozenset(),
 ) -> list[dict]:
     """Per model: facts, findings (by topic), tables, and one figure of each kind drawn from its
     cells only, faceted by batch, data and precision (docs/report.md: how the report scales);
     its loss curves (losses.csv) and the convergence check between frameworks."""
     sections = []
-    all_tables = throughput_tables(cells)
+    all_tables = throughput_tables(cells, emulated)
     for model in sorted(cells[col.model].unique(), key=_catalogue_order):
         mine = cells[cells[col.model] == model]
         has_number = mine[col.throughput].map(finite).any()
