@@ -200,14 +200,17 @@ EOF
         --framework jax "${llm_args[@]}" --arms ${JAX_ARMS:-window reference} --json "$OUT/llm_check_jax.json"
     # fp8 (docs/frameworks/llm.md, "fp8"): the Llama in float8 beside the same Llama in bf16;
     # torchao from .whl-torchao/ (fetch_wheels.sh torchao; 3.2 MiB) where the Python lacks it.
-    torchao_path=$PYTHONPATH
-    if ! "$torch_python" -c "import torchao" 2>/dev/null && compgen -G ".whl-torchao/*.whl" >/dev/null; then
-        "$torch_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target "$work/torchao" .whl-torchao/*.whl && torchao_path=$work/torchao:$PYTHONPATH
+    # Two Llama 3.2 1B runners in one process: about the PyTorch check's 62 GiB.
+    if want fp8; then
+        torchao_path=$PYTHONPATH
+        if ! "$torch_python" -c "import torchao" 2>/dev/null && compgen -G ".whl-torchao/*.whl" >/dev/null; then
+            "$torch_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+                --target "$work/torchao" .whl-torchao/*.whl && torchao_path=$work/torchao:$PYTHONPATH
+        fi
+        PYTHONPATH=$torchao_path run_stage "llm_gpu_check fp8" "$fp8_s" "$torch_python" \
+            benchmarks/llm_gpu_check.py --framework pytorch "${fp8_args[@]}" --precision fp8 --arms window amp \
+            --json "$OUT/llm_check_fp8.json"
     fi
-    want fp8 && PYTHONPATH=$torchao_path run_stage "llm_gpu_check fp8" "$fp8_s" "$torch_python" \
-        benchmarks/llm_gpu_check.py --framework pytorch "${fp8_args[@]}" --precision fp8 --arms window amp \
-        --json "$OUT/llm_check_fp8.json"
 else
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)
