@@ -124,8 +124,9 @@ class Runner(BaseRunner):
         amp = spec.coords.precision in MIXED_PRECISIONS  # fp8: amp with float8 linear layers
         self.compute_dtype = self.workload.autocast_dtype(on_cuda) if amp else None
         # Converted before the strategy wraps it and torch.compile traces it, as torchtitan does.
-        emulate = spec.options["fp8_emulation"]
-        self.float8 = float8.convert(torch, model, self.workload.float8_keep, emulate) if fp8 else None
+        self.float8 = None
+        if fp8:
+            self.float8 = float8.convert(torch, model, self.workload.float8_keep, spec.options["fp8_emulation"])
         model = self.distributed_model = self.strategy.wrap_model(model, spec, self.device, self.compute_dtype)
         if spec.compile:
             # Static shapes, as the compiled baseline (benchmarks/baselines/pytorch_compiled.py).
