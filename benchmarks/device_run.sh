@@ -16,6 +16,10 @@
 #                                          # PyTorch's selective and full activation checkpointing,
 #                                          # 1 repeat (peak memory per rank beside planning's
 #                                          # estimate, tokens/s)
+#   STAGES=fp8 bash benchmarks/device_run.sh --llm      # fp8 on its own call: Llama 3.2 1B
+#                                          # compiled, float8 linears (torchao, carried in
+#                                          # .whl-torchao/) beside bf16, tokens/s, MFU of the fp8
+#                                          # peak, both losses step by step; with --cpu: emulated
 # Stages have their own time limits inside one budget (BUDGET_S), so that one that hangs leaves
 # the others their time; each stage's end (ok, exit status, or TIMED OUT) goes to the log and
 # to stages.txt, which the archives carry; a stage that fails does not stop the next.
@@ -39,7 +43,7 @@ exec > >(tee "$OUT/device_run.log") 2>&1
 start=$SECONDS
 budget=${BUDGET_S:-540}
 # STAGES: which of the LLM line's stages run (a rerun on a lent machine can pick up the rest).
-stages=" ${STAGES:-pipeline compiled memory pytorch jax} "
+stages=" ${STAGES:-pipeline compiled memory pytorch jax fp8} "
 want() { [[ $stages == *" $1 "* ]]; }
 stage() { echo; echo "== [$((SECONDS - start)) s] $*"; }
 # run_stage NAME LIMIT_S COMMAND...: at most LIMIT_S and what is left of the budget (less 20 s
@@ -71,10 +75,13 @@ grid: {batch_per_device: [2]}
 protocol: {warmup_steps: 1, measured_steps: 3, repeats: 2}"
     check_args=(--device cpu --batch 2 --image-size 32 --warmup 1 --steps 2 --rounds 2)
     llm_args=(--device cpu --model llama_small --batch 2 --seq-len 64 --warmup 1 --steps 3 --rounds 2 --threads 2)
+    # fp8 on a CPU: torchao's emulation, eager (Inductor's compile of a CPU step takes minutes here).
+    fp8_args=(--device cpu --model llama_small --batch 2 --seq-len 64 --warmup 1 --steps 3 --rounds 2 --threads 2
+        --fp8-emulation)
     [ "$workload" = llm ] && overrides="run: {device: cpu, seq_len: 64, threads: 2, time_limit_s: 120}
 grid: {models: [llama_small], batch_per_device: [2]}
 protocol: {warmup_steps: 2, measured_steps: 3, repeats: 2}"
-    budget=${BUDGET_S:-900} pipeline_s=400 check_s=200 compiled_s=300 memory_s=400
+    budget=${BUDGET_S:-900} pipeline_s=400 check_s=200 compiled_s=300 memory_s=400 fp8_s=200
 else
     torch_python=$(command -v python3) jax_python=$(command -v python3) snakemake_python=$(command -v python3)
     overrides=""
@@ -82,7 +89,11 @@ else
     # Llama 3.2 1B, 4 x 2048 tokens: a step is 0.20 s (PyTorch) to 0.23 s (JAX) on an H200;
     # each check builds the runner and the reference in one process (62 GiB with PyTorch).
     llm_args=(--device cuda --model llama3_1b --batch 4 --seq-len 2048 --warmup 3 --steps 10 --rounds 4)
+    # fp8: both runners compiled (float8's casts fused by Inductor, as torchtitan trains it);
+    # not run yet (docs/frameworks/llm.md, "fp8"): budget for two compiles of about a minute.
+    fp8_args=(--device cuda --model llama3_1b --batch 4 --seq-len 2048 --warmup 3 --steps 10 --rounds 3 --compile)
     pipeline_s=${PIPELINE_S:-300} check_s=${CHECK_S:-100} compiled_s=${COMPILED_S:-240} memory_s=${MEMORY_S:-500}
+    fp8_s=${FP8_S:-300}
     # Seen on an H200 (docs/gpu.md, 2026-11-28): the pipeline's six runs 293 s (PyTorch 14 s a
     # run, JAX 68-78 s: 57-61 s of it initialising the state), compiled 146 s (its first run
     # 68 s: Inductor's compile), memory 43 s, the JAX check 2 min with two arms. One 600 s
@@ -97,7 +108,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.s
 "$torch_python" - <<'EOF'
 import importlib, platform, sys
 print("python", platform.python_version(), sys.executable)
-for name in ("torch", "torchvision", "transformers", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "pynvml"):
+for name in ("torch", "torchvision", "torchao", "transformers", "jax", "jaxlib", "flax", "optax", "numpy", "pandas",
+             "pynvml"):
     try:
         module = importlib.import_module(name)
         print(f"{name} {getattr(module, '__version__', '?')}")
@@ -186,6 +198,19 @@ EOF
     # JAX_ARMS: the check's arms (xla-attention adds a second runner with XLA's attention).
     want jax && PYTHONPATH=$flax_path run_stage "llm_gpu_check jax" "$check_s" "$jax_python" benchmarks/llm_gpu_check.py \
         --framework jax "${llm_args[@]}" --arms ${JAX_ARMS:-window reference} --json "$OUT/llm_check_jax.json"
+    # fp8 (docs/frameworks/llm.md, "fp8"): the Llama in float8 beside the same Llama in bf16;
+    # torchao from .whl-torchao/ (fetch_wheels.sh torchao; 3.2 MiB) where the Python lacks it.
+    # Two Llama 3.2 1B runners in one process: about the PyTorch check's 62 GiB.
+    if want fp8; then
+        torchao_path=$PYTHONPATH
+        if ! "$torch_python" -c "import torchao" 2>/dev/null && compgen -G ".whl-torchao/*.whl" >/dev/null; then
+            "$torch_python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+                --target "$work/torchao" .whl-torchao/*.whl && torchao_path=$work/torchao:$PYTHONPATH
+        fi
+        PYTHONPATH=$torchao_path run_stage "llm_gpu_check fp8" "$fp8_s" "$torch_python" \
+            benchmarks/llm_gpu_check.py --framework pytorch "${fp8_args[@]}" --precision fp8 --arms window amp \
+            --json "$OUT/llm_check_fp8.json"
+    fi
 else
     flops=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['train_flops_per_sample'] or 0)" \
         "$work/pipeline/results/flops/resnet50.json" 2>/dev/null || echo 0)

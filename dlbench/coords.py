@@ -16,6 +16,13 @@ SAFE_NAME = r"[a-z][a-z0-9_]*"
 SCALE_PATTERN = r"[1-9][0-9]*x[1-9][0-9]*"
 BATCH_PATTERN = r"[1-9][0-9]*|max"
 
+# Precisions (the grid's `precision`): fp32; amp, mixed precision (a 16-bit compute dtype beside
+# float32 master weights: the framework's autocast or its sharding's policy); fp8, amp with the
+# linear layers' matmuls in float8 (dynamic scaling), where the device has float8 matmuls.
+PRECISIONS = ("fp32", "amp", "fp8")
+# Those that compute in a 16-bit dtype beside float32 master weights (fp8: all but its float8 matmuls).
+MIXED_PRECISIONS = ("amp", "fp8")
+
 # How a step trains beyond its strategy: activation checkpointing (none: every activation kept
 # for backward; selective: the matmuls' outputs kept, the rest recomputed; full: each block
 # recomputed) and gradient accumulation (micro-batches per optimizer update).

@@ -54,7 +54,14 @@ DATA_TEXT = {
     "pipeline is measured",
     "real": "real data: samples read from disk through the framework's input pipeline, which is measured too",
 }
-PRECISION_TEXT = {"fp32": "32-bit floating point", "amp": "automatic mixed precision"}
+PRECISION_TEXT = {
+    "fp32": "32-bit floating point",
+    "amp": "automatic mixed precision",
+    "fp8": "mixed precision, the linear layers' matmuls in float8 with dynamic scaling",
+}
+# A cell whose precision ran in its framework's emulation (Capabilities.emulated_precisions).
+EMULATED_MARK = "‡"
+EMULATED_TEXT = "emulated: a correctness path, not a speed figure"
 SCALE_AXIS = "scale: nodes x devices per node"
 
 

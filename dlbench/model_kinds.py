@@ -10,8 +10,8 @@ entries and one workload per framework that trains it (docs/plugins.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from dlbench import llm
 from dlbench.recipe import BERT_BASE
@@ -45,6 +45,9 @@ class ModelKind:
     # None; None: its models have no tensor-parallel split.
     tensor_parallel_problem: Callable[[str, int], str | None] | None = None
     memory_estimate: bool = False  # planning/fit.py estimates its memory (dlbench.llm's shapes)
+    # Precisions its models cannot train in, with why ({"fp8": ...}: float8 training converts
+    # linear layers): a grid that asks for one is a planning error naming the model.
+    unavailable_precisions: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if self.size_field not in SIZE_FIELDS:
@@ -106,6 +109,10 @@ register_kind(
         "published forward MACs x 6 (forward + backward), scaled by pixels",
         assumed_mfu=0.12,
         framework_images=True,
+        unavailable_precisions={
+            "fp8": "float8 training converts a model's linear layers, and an image model computes in "
+            "convolutions (its one linear layer is the classifier)"
+        },
     )
 )
 register_kind(

@@ -55,7 +55,10 @@ def problem(grid_changes: dict) -> str | None:
             {"exclude": [{"strategy": "dpp"}]},
             f"grid.exclude[0].strategy: 'dpp' is not a known strategy (known: {KNOWN_STRATEGIES})",
         ),
-        ({"exclude": [{"precision": "fp64"}]}, "grid.exclude[0].precision: 'fp64' is not one of ['fp32', 'amp']"),
+        (
+            {"exclude": [{"precision": "fp64"}]},
+            "grid.exclude[0].precision: 'fp64' is not one of ['fp32', 'amp', 'fp8']",
+        ),
         ({"only": [{"data": ["real", "reel"]}]}, "grid.only[0].data[1]: 'reel' is not one of ['synthetic', 'real']"),
         ({"exclude": [{"scale": "2n8c"}]}, f"grid.exclude[0].scale: '2n8c' is not allowed ({SCALE_RULE})"),
         (
@@ -99,7 +102,7 @@ def invalid_config_lines(result) -> list[str]:
             {"framework": "mxnet", "model": "resnet5O"},
             f"grid.exclude[0].model: 'resnet5O' is not a known model (known: {KNOWN_MODELS})",
         ),
-        ({"precision": "fp64"}, "grid.exclude[0].precision: 'fp64' is not one of ['fp32', 'amp']"),
+        ({"precision": "fp64"}, "grid.exclude[0].precision: 'fp64' is not one of ['fp32', 'amp', 'fp8']"),
     ],
 )
 def test_dry_run_with_a_bad_rule_says_so_once_and_writes_nothing(tmp_path, rule, expected):

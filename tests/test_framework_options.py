@@ -56,6 +56,6 @@ def test_options_travel_in_the_launch_request_and_fill_in_their_defaults():
         RunSpec(coords, 8, 0, 0, 1, "cpu")  # sizes are resolved at planning, never here
     tf = capabilities("tensorflow")
     assert tf.parse_options("") == {"inter_op_threads": 0}
-    assert capabilities("pytorch").parse_options("dali=false") == {"dali": False}
+    assert capabilities("pytorch").parse_options("dali=false") == {"dali": False, "fp8_emulation": False}
     with pytest.raises(ValueError, match="unknown option"):
         tf.parse_options("sync=loss")

@@ -97,8 +97,11 @@ def test_options_environment_and_container_are_part_of_a_measurement(tmp_path):
     options = copy.deepcopy(default)
     options["framework_options"] = {"pytorch": {"dali": False}}
     assert set(found(tmp_path, options, (DDP, header(DDP)))) == {
-        ("framework_options", '{"dali": true}', '{"dali": false}')
+        ("framework_options", '{"dali": true, "fp8_emulation": false}', '{"dali": false, "fp8_emulation": false}')
     }
+    # A header from before an option was declared (PyTorch's fp8_emulation) ran at its default.
+    older = header(DDP, framework={"name": "pytorch", "options": {"dali": True}})
+    assert found(tmp_path, default, (DDP, older)) == {}
     other_lock = header(DDP, provenance={"env_lock": "pytorch.txt", "env_lock_sha256": "0" * 64, "container": None})
     ((setting, was, now),) = found(tmp_path, default, (DDP, other_lock))
     assert (setting, was) == ("environment lock", "pytorch.txt sha256 000000000000") and LOCK_SHA["pytorch"][:12] in now

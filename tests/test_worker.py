@@ -148,7 +148,7 @@ def test_header_is_filled_from_the_run_spec(fake_framework, tmp_path):
     assert header["run"] == make_coords().as_dict() and header["batch"] == 4 and header["image_size"] == 32
     # The optimizer's record is the runner's (read back from its framework's objects), never a table's.
     optimizer = {"name": "sgd", "learning_rate": 0.5}
-    options = {"dali": True}  # PyTorch's declared options, at their defaults (Capabilities.options)
+    options = {"dali": True, "fp8_emulation": False}  # PyTorch's declared options, at their defaults
     # Where the time before the first step went: the framework's import and the build, timed.
     setup = header["framework"].pop("setup_seconds")
     assert set(setup) == {"import_framework", "build"} and min(setup.values()) >= 0

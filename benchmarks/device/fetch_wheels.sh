@@ -7,12 +7,16 @@
 # Usage: bash benchmarks/device/fetch_wheels.sh     (PYTHON=... picks the pip that fetches)
 #        bash benchmarks/device/fetch_wheels.sh flax   (flax_reference.txt from envs/jax.txt
 #        into .whl-flax/: transformers 4.57's Flax Llama, the JAX GPU check's reference)
+#        bash benchmarks/device/fetch_wheels.sh torchao   (torchao.txt from envs/pytorch-cuda.txt
+#        into .whl-torchao/: float8 training, the fp8 stage of device_run.sh --llm)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LIST="$ROOT/benchmarks/device/wheels.txt" LOCK="$ROOT/envs/analysis.txt" DEST="$ROOT/.whl"
 if [ "${1:-}" = flax ]; then
     LIST="$ROOT/benchmarks/device/flax_reference.txt" LOCK="$ROOT/envs/jax.txt" DEST="$ROOT/.whl-flax"
+elif [ "${1:-}" = torchao ]; then
+    LIST="$ROOT/benchmarks/device/torchao.txt" LOCK="$ROOT/envs/pytorch-cuda.txt" DEST="$ROOT/.whl-torchao"
 fi
 PYTHON=${PYTHON:-python3}
 cd "$ROOT"

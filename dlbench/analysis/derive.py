@@ -77,7 +77,7 @@ def derive(
     files = {
         "runs.csv": tables.csv_bytes(RUNS.validated(runs)),
         "cells.csv": tables.csv_bytes(CELLS.validated(cells)),
-        "cells.md": tables.markdown(cells, experiment.protocol).encode(),
+        "cells.md": tables.markdown(cells, experiment.protocol, tables.emulated(cells, config)).encode(),
         "environment.json": environment.to_json(environment.table(runs, root)).encode(),
         losses.LOSSES_FILE: tables.csv_bytes(curves),
         CAMPAIGN_FILE: manifest_bytes(

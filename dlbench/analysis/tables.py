@@ -12,6 +12,7 @@ from dlbench.analysis.aggregate import cells_table, real_data_pairs, runs_table
 from dlbench.analysis.columns import col
 from dlbench.planning.grid import Grid
 from dlbench.planning.schema import settings
+from dlbench.runners import capabilities, framework_names
 
 
 def build(experiment: Grid, root: str | Path = ".", **options) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -58,9 +59,21 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False, lineterminator="\n").encode()
 
 
-def cell_text(cell: pd.Series) -> str:
+def emulated(cells: pd.DataFrame, config: dict) -> frozenset:
+    """The (framework, precision) pairs of `cells` that ran in their framework's emulation: the
+    config's framework_options asked for it (Capabilities.emulated_precisions; what the runs
+    recorded, since a run measured otherwise is refused, dlbench.planning.measured)."""
+    if cells.empty:
+        return frozenset()
+    options = config.get("framework_options") or {}
+    known = set(framework_names())
+    pairs = set(zip(cells[col.framework], cells[col.precision], strict=True))
+    return frozenset((fw, p) for fw, p in pairs if fw in known and capabilities(fw).emulates(p, options.get(fw)))
+
+
+def cell_text(cell: pd.Series, emulated_pairs: frozenset = frozenset()) -> str:
     """A cell as a person reads it: `123.4 ± 5.6` (marks: `*` partial, `~` noisy, `SUSPECT`: its
-    training failed the sanity check) or its status."""
+    training failed the sanity check, `‡`: its precision emulated) or its status."""
     if cell[col.status] in labels.STATUS_TEXT:
         return labels.STATUS_TEXT[cell[col.status]]
     text = f"{cell[col.throughput]:.1f}"
@@ -74,10 +87,12 @@ def cell_text(cell: pd.Series) -> str:
         text += " " + labels.SANITY_TEXT[sanity.SUSPECT]
     if cell.get(col.python_env) == "site":
         text += " " + labels.SITE_ENV_MARK
+    if (cell[col.framework], cell[col.precision]) in emulated_pairs:
+        text += " " + labels.EMULATED_MARK
     return text
 
 
-def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+def pivot(cells: pd.DataFrame, emulated_pairs: frozenset = frozenset()) -> list[tuple[str, pd.DataFrame]]:
     """One framework-by-scale table per model/batch/precision/data."""
     out = []
     for (model, batch, precision, data), group in cells.groupby(
@@ -86,7 +101,7 @@ def pivot(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         group = group.assign(
             row=[labels.scale_with_caict(s, st) for s, st in zip(group[col.scale], group[col.strategy], strict=True)],
             order=[labels.devices(s) for s in group[col.scale]],
-            text=[cell_text(c) for _, c in group.iterrows()],
+            text=[cell_text(c, emulated_pairs) for _, c in group.iterrows()],
         ).sort_values(["order", "row"])
         table = group.pivot_table(index="row", columns=col.framework, values="text", aggfunc="first", sort=False)
         table.index.name = col.scale
@@ -117,7 +132,8 @@ def real_vs_synthetic(cells: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def markdown(cells: pd.DataFrame, protocol: dict) -> str:
+def markdown(cells: pd.DataFrame, protocol: dict, emulated_pairs: frozenset = frozenset()) -> str:
+    """cells.md; `emulated_pairs`: the (framework, precision) pairs that ran emulated (`emulated`)."""
     cells = labels.with_training_in_strategy(cells)
     lines = [
         "# dlbench results",
@@ -130,7 +146,14 @@ def markdown(cells: pd.DataFrame, protocol: dict) -> str:
     ]
     if col.python_env in cells and (cells[col.python_env] == "site").any():
         lines += [f"{labels.SITE_ENV_MARK} = {labels.SITE_ENV_TEXT} (run.python; environment.json lists it).", ""]
-    for title, table in pivot(cells):
+    for fw, precision in sorted(emulated_pairs):
+        option = capabilities(fw).emulated_precisions[precision]
+        lines += [
+            f"{labels.EMULATED_MARK} = {labels.framework_label(fw)} {precision} {labels.EMULATED_TEXT} "
+            f"(framework_options.{fw}.{option}; each run's header records it in framework.options).",
+            "",
+        ]
+    for title, table in pivot(cells, emulated_pairs):
         lines += [f"## {title}", "", table.to_markdown(), ""]
     data = real_vs_synthetic(cells)
     if not data.empty:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench import devices, llm
-from dlbench.coords import SINGLE_DEVICE, CellKey, Scale
+from dlbench.coords import MIXED_PRECISIONS, SINGLE_DEVICE, CellKey, Scale
 from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners import capabilities
 
@@ -111,7 +111,9 @@ def estimate_bytes(model: str, precision: str, step: StepShape, sharding: Shardi
     s = llm.shape(model)
     blocks = s.layers * llm.block_parameters(s)
     whole = blocks / sharding.tp + llm.parameter_count(model) - blocks  # a rank's share of each weight
-    amp = precision == "amp"
+    # fp8 as amp: its float8 copies of a block's weights and activations are transient (the
+    # casts for one matmul), below what this estimate resolves.
+    amp = precision in MIXED_PRECISIONS
     compute = 2 if amp else 4
     tokens = step.batch * step.seq_len
     replicated = sharding.devices > 1 and not sharding.shards_state

@@ -28,6 +28,7 @@ from dlbench.runners import (
     capabilities,
     device_unavailable,
     framework_names,
+    precision_problem,
     strategy_unavailable,
     training_option_unavailable,
 )
@@ -84,10 +85,6 @@ def check_semantics(config: dict) -> None:
                 raise ConfigError(
                     f"grid.strategies.{fw}: {fw} does not offer strategy {s!r}; it offers {list(offered)}"
                 )
-    for fw in grid["frameworks"]:
-        for precision in grid["precision"]:
-            if precision not in capabilities(fw).precisions:
-                raise ConfigError(f"grid.precision: {fw} does not offer precision {precision!r}")
     needs_strategy = [s for s in grid["scales"] if Scale.parse(s).devices > 1]
     for fw in grid["frameworks"]:
         if needs_strategy and not grid.get("strategies", {}).get(fw):
@@ -95,6 +92,33 @@ def check_semantics(config: dict) -> None:
                 f"grid.strategies.{fw}: scales {needs_strategy} use several devices: {fw} needs a strategy"
             )
     _check_rules(grid)
+    _check_precisions(grid)
+
+
+def _check_precisions(grid: dict) -> None:
+    """A precision that a framework, or a model's kind, or the framework's workload for it
+    cannot train in (dlbench.runners.precision_problem), in a cell the grid's rules keep: one
+    message naming the combination and the rule that leaves it out."""
+    checked = set()
+    for cell in planned_cells(grid):
+        combination = (cell.framework, cell.model, cell.precision)
+        if combination in checked:
+            continue
+        checked.add(combination)
+        problem = precision_problem(*combination)
+        if problem:
+            fw, model, precision = combination
+            # The rule that leaves out every cell of the problem: the framework's, the model's or both.
+            if precision not in capabilities(fw).precisions:
+                rule = f"framework: {fw}"
+            elif precision in kind_of(model).unavailable_precisions:
+                rule = f"model: {model}"
+            else:
+                rule = f"framework: {fw}, model: {model}"
+            raise ConfigError(
+                f"grid.precision: {problem}. Leave {precision} out of grid.precision, or these cells out of the "
+                f"grid: grid.exclude: [{{{rule}, precision: {precision}}}]"
+            )
 
 
 def _check_rules(grid: dict) -> None:
@@ -213,7 +237,9 @@ def why_unavailable(config: dict, cell: CellKey) -> str | None:
     why = device_unavailable(fw, device)
     if not why and model not in caps.models:
         why = caps.unavailable_models.get(model, f"{fw} has no {model} model")
-    why = why or caps.precision_unavailable(cell.precision, device) or caps.data_unavailable(cell.data, model)
+    run, options = config.get("run", {}), config.get("framework_options", {}).get(fw)
+    why = why or caps.precision_unavailable(cell.precision, device, run.get("gpu_type") or "", options)
+    why = why or caps.data_unavailable(cell.data, model)
     # A strategy that cannot run here (single-node strategy at a multi-node scale, NCCL on a
     # CPU, a package that does not build) stays in the grid with its reason.
     if not why and cell.strategy != SINGLE_DEVICE:

@@ -63,6 +63,10 @@ def recorded(header: dict) -> dict:
     if "env_lock_sha256" in provenance:
         lock = _lock_text(provenance.get("env_lock"), provenance["env_lock_sha256"])
     options = (header.get("framework") or {}).get("options", UNKNOWN)
+    if options is not UNKNOWN:
+        # An option its framework declared after the run ran at its default (a new option keeps
+        # what ran before it the same: PyTorch's fp8_emulation, false).
+        options = {**_declared_defaults(header["run"]["framework"]), **options}
     size = _size_setting(header["run"]["model"])
     return {
         "protocol.warmup_steps": protocol.get("warmup_steps", UNKNOWN),
@@ -76,6 +80,13 @@ def recorded(header: dict) -> dict:
         "run.container": runtime,
         "image digest": ((container or {}).get("digest") or UNKNOWN) if runtime == "podman" else UNKNOWN,
     }
+
+
+def _declared_defaults(framework: str) -> dict:
+    try:
+        return capabilities(framework).option_values()
+    except KeyError:  # a framework this checkout does not know: its header as it is
+        return {}
 
 
 class Asked:

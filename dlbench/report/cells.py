@@ -58,11 +58,12 @@ def finding_html(finding: fnd.Finding) -> Markup:
     return Markup("").join(out)
 
 
-def throughput_tables(cells: pd.DataFrame) -> list[dict]:
+def throughput_tables(cells: pd.DataFrame, emulated: frozenset = frozenset()) -> list[dict]:
     """Per model/batch/precision/data: rows framework (strategy), columns scales.
 
     The 1-device column shows the single-process cell in every row of its framework.
-    Each entry carries the cell's id (first appearance only), its text, speedup and
+    Each entry carries the cell's id (first appearance only), its text (marked where its
+    (framework, precision) is in `emulated`, analysis.tables.emulated), speedup and
     efficiency, CSS classes, and a footnote number when the cell has a reason.
     """
     out = []
@@ -77,7 +78,7 @@ def throughput_tables(cells: pd.DataFrame) -> list[dict]:
                 for scale in scales:
                     wanted = SINGLE_DEVICE if labels.devices(scale) == 1 else strategy
                     match = mine[(mine[col.scale] == scale) & (mine[col.strategy] == wanted)]
-                    entries.append(None if match.empty else _table_entry(match.iloc[0], seen, notes))
+                    entries.append(None if match.empty else _table_entry(match.iloc[0], seen, notes, emulated))
                 rows.append({"label": labels.series_label(fw, strategy), col.framework: fw, "entries": entries})
         out.append(
             {
@@ -146,7 +147,7 @@ def _tflops_text(cell: pd.Series, has_number: bool) -> str:
     return text
 
 
-def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
+def _table_entry(cell: pd.Series, seen: set, notes: list, emulated: frozenset = frozenset()) -> dict:
     key = fnd.cell_key(cell)
     status = labels.text(cell[col.status], "missing")
     has_number = finite(cell.get(col.throughput))
@@ -161,7 +162,7 @@ def _table_entry(cell: pd.Series, seen: set, notes: list) -> dict:
     note = _note(key, sanity.SUSPECT if status == "ok" else status, reason, notes) if noted else None
     entry = {
         "id": None if key in seen else cell_id(key),
-        "text": tables.cell_text(cell),
+        "text": tables.cell_text(cell, emulated),
         "has_number": has_number,
         "ci": _ci_text(cell, has_number),
         col.tflops: _tflops_text(cell, has_number),

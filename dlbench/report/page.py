@@ -10,6 +10,7 @@ import pandas as pd
 
 from dlbench import labels
 from dlbench.analysis import environment as environments
+from dlbench.analysis import tables as analysis_tables
 from dlbench.analysis.columns import col, read_cells, read_keyed, read_runs
 from dlbench.analysis.losses import LOSSES_FILE
 from dlbench.analysis.stats import finite
@@ -150,6 +151,7 @@ def render(
     reference_settings = config.get("references") or {}
     found = fnd.findings(cells, noisy_cv, runs) + check_findings(runs)
     found += fnd.reference_verdicts(references, float(reference_settings.get("tolerance", 0.1)))
+    emulated = analysis_tables.emulated(cells, config)  # (framework, precision) pairs it emulated
     context = dict(
         generated=generated or generated_text(environment),
         protocol=protocol,
@@ -158,7 +160,7 @@ def render(
         overall=[finding_html(f) for f in found if f.model is None],
         summary_figure=summary_figure(cells),
         checks=checks_section(runs),
-        models=model_sections(cells, runs, found, curves) if not cells.empty else [],
+        models=model_sections(cells, runs, found, curves, emulated) if not cells.empty else [],
         references=published_vs_measured(references, reference_settings, found),
         counts=_counts(cells, runs),
         sources={"cells": "", "cells_sha256": "", "runs": "", "environment": "", **(sources or {})},
@@ -166,6 +168,7 @@ def render(
         status_meaning=labels.STATUS_MEANING,
         sanity_meaning=labels.SANITY_MEANING,
         site_env=(labels.SITE_ENV_MARK, labels.SITE_ENV_TEXT) if _site_cells(cells) else None,
+        emulated=(labels.EMULATED_MARK, _emulated_text(emulated)) if emulated else None,
         status_text={**labels.STATUS_TEXT, "partial": "* (n/N)"},
         colour=layout.colour,
         campaigns=campaigns,
@@ -177,6 +180,12 @@ def render(
         planned={"settings": [], "cost": None, **(planned or {})},
     )
     return _template().render(**context, sections=page_sections(context))
+
+
+def _emulated_text(emulated: frozenset) -> str:
+    """`PyTorch fp8 emulated: ...`, for the reading guide's mark."""
+    pairs = ", ".join(f"{labels.framework_label(fw)} {precision}" for fw, precision in sorted(emulated))
+    return f"{pairs} {labels.EMULATED_TEXT}"
 
 
 def _site_cells(cells: pd.DataFrame) -> bool:

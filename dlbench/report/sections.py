@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench import labels
+from dlbench.analysis import tables
 from dlbench.analysis.aggregate import real_data_pairs
 from dlbench.analysis.columns import col
 from dlbench.analysis.losses import COMPARED, INCONCLUSIVE, SLOWER
@@ -73,9 +74,7 @@ def method(
         else [],
         "scales": labels.sorted_scales(cells[col.scale]) if measured else [],
         col.data: [labels.DATA_TEXT.get(d, d) for d in dict.fromkeys(cells[col.data])] if measured else [],
-        col.precision: [f"{p} ({labels.PRECISION_TEXT.get(p, p)})" for p in dict.fromkeys(cells[col.precision])]
-        if measured
-        else [],
+        col.precision: _precisions(cells, config) if measured else [],
         "strategies": [
             (s, labels.strategy_text(s, cells[cells[col.strategy] == s][col.framework]))
             for s in (sorted(set(cells[col.strategy])) if measured else [])
@@ -96,6 +95,17 @@ def method(
         "noisy_cv": noisy_cv,
         col.statistic: str(protocol.get("statistic", "")).replace("_", " "),
     }
+
+
+def _precisions(cells: pd.DataFrame, config: dict) -> list[str]:
+    """Each precision the cells ran in, in words; one that a framework emulated says so."""
+    emulated = tables.emulated(cells, config)
+    out = []
+    for p in dict.fromkeys(cells[col.precision]):
+        by = [labels.framework_label(fw) for fw, q in sorted(emulated) if q == p]
+        emulation = f": {', '.join(by)} {labels.EMULATED_TEXT}" if by else ""
+        out.append(f"{p} ({labels.PRECISION_TEXT.get(p, p)}){emulation}")
+    return out
 
 
 def _llm_flops(sizes: dict[str, tuple[int, int]], cells: pd.DataFrame) -> str | None:
@@ -160,13 +170,17 @@ def _catalogue_order(model: str) -> int:
 
 
 def model_sections(
-    cells: pd.DataFrame, runs: pd.DataFrame, found: list[fnd.Finding], curves: pd.DataFrame | None = None
+    cells: pd.DataFrame,
+    runs: pd.DataFrame,
+    found: list[fnd.Finding],
+    curves: pd.DataFrame | None = None,
+    emulated: frozenset = frozenset(),
 ) -> list[dict]:
     """Per model: facts, findings (by topic), tables, and one figure of each kind drawn from its
     cells only, faceted by batch, data and precision (docs/report.md: how the report scales);
     its loss curves (losses.csv) and the convergence check between frameworks."""
     sections = []
-    all_tables = throughput_tables(cells)
+    all_tables = throughput_tables(cells, emulated)
     for model in sorted(cells[col.model].unique(), key=_catalogue_order):
         mine = cells[cells[col.model] == model]
         has_number = mine[col.throughput].map(finite).any()

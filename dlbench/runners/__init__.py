@@ -18,6 +18,7 @@ import sys
 from types import ModuleType
 
 from dlbench.coords import SINGLE_DEVICE, Scale
+from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners.plugin import Capabilities, Layout, ProcessLayout, Strategy
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "framework_module",
     "framework_names",
     "layout",
+    "precision_problem",
     "processes_per_node",
     "run_layout",
     "strategy_unavailable",
@@ -173,6 +175,25 @@ def training_option_unavailable(
         return f"{owner} has no {mode}activation checkpointing (it offers: {', '.join(offered)})"
     if grad_accum > 1 and not getattr(workload, "grad_accum", False):
         return f"{owner} has no gradient accumulation (grad_accum {grad_accum}: it takes one batch a step)"
+    return None
+
+
+def precision_problem(framework: str, model: str, precision: str) -> str | None:
+    """Why `framework` cannot train `model` in `precision` on any device (None: it can): the
+    framework does not offer the precision, the model's kind cannot train in it (its
+    descriptor, dlbench.model_kinds), or the framework's workload for the model does not
+    (Workload.precisions). Planning stops on it, naming the combination; a device that lacks
+    what a precision needs is another matter (Capabilities.precision_unavailable: an N/A cell)."""
+    caps = capabilities(framework)
+    if precision not in caps.precisions:
+        return f"{framework} does not offer precision {precision!r} (it offers: {', '.join(caps.precisions)})"
+    kind = kind_of(model) if model in CATALOGUE else None
+    if kind is not None and precision in kind.unavailable_precisions:
+        return f"{precision} with {model} ({kind.name} model): {kind.unavailable_precisions[precision]}"
+    workload = _workload_class(framework, model)
+    offered = getattr(workload, "precisions", caps.precisions)
+    if precision not in offered:
+        return f"{framework}'s {model} workload does not train in {precision} (it offers: {', '.join(offered)})"
     return None
 
 

@@ -180,6 +180,9 @@ class Workload:
     # of several micro-batches (grad_accum > 1) before its one optimizer update.
     activation_checkpointing: tuple[str, ...] = ("none",)
     grad_accum: bool = False
+    # The precisions it trains in, of its framework's (dlbench.runners.precision_problem): fp8
+    # needs a workload that converts its model's linear layers.
+    precisions: tuple[str, ...] = ("fp32", "amp")
 
     def describe(self) -> dict:
         """What the step log's header records about this workload, beside the runner's facts."""

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
 
-from dlbench.coords import SAFE_NAME, SINGLE_DEVICE, Scale
+from dlbench.coords import PRECISIONS, SAFE_NAME, SINGLE_DEVICE, Scale
+from dlbench.devices import precision_lacking
 from dlbench.model_kinds import KINDS
 from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners.profilers import PROFILERS
@@ -233,6 +234,11 @@ class Capabilities:
     unavailable_devices: Mapping[str, str] = field(default_factory=dict)  # {device: reason}
     # Precisions that run on CUDA devices only, with why ({"amp": "..."}): N/A cells elsewhere.
     cuda_only_precisions: Mapping[str, str] = field(default_factory=dict)
+    # Precisions it can emulate, on a device without their matmuls too (dlbench.devices'
+    # PRECISION_NEEDS), each with the boolean option that asks for it ({"fp8": "fp8_emulation"}):
+    # a correctness path, not a speed figure. Asked, its cells emulate on every device; not
+    # asked, they are N/A where the device lacks the matmuls.
+    emulated_precisions: Mapping[str, str] = field(default_factory=dict)
     options: tuple[Option, ...] = ()  # its own knobs (config: framework_options.<framework>)
     # Its module has allreduce_times(dist, device, sizes, warmup, iterations, threads): it can
     # measure the communication prescreen (dlbench.launch.prescreen; docs/slurm.md).
@@ -270,11 +276,14 @@ class Capabilities:
         )
         if not set(self.cuda_only_precisions) <= set(self.precisions):
             _fail(owner, "cuda_only_precisions", f"expected some of precisions {self.precisions}")
+        if not set(self.precisions) <= set(PRECISIONS):
+            _fail(owner, "precisions", f"expected some of {PRECISIONS}, got {self.precisions}")
         object.__setattr__(self, "strategies", tuple(self.strategies))
         object.__setattr__(self, "options", tuple(self.options))
         self._check_names(owner)
         if not all(isinstance(o, Option) and o.problem(o.default) is None for o in self.options):
             _fail(owner, "options", "expected Option records whose defaults they allow")
+        self._check_emulations(owner)
 
     def option_values(self, settings: Mapping | None = None) -> dict:
         """Every declared option's value: `settings`' (already checked), else its default."""
@@ -356,11 +365,38 @@ class Capabilities:
             return self.real_data_unavailable[kind]
         return None
 
-    def precision_unavailable(self, precision: str, device: str) -> str | None:
-        """Why `precision` cannot run on `device` (None: it can)."""
+    def _check_emulations(self, owner: str) -> None:
+        object.__setattr__(
+            self, "emulated_precisions", _reasons(owner, "emulated_precisions", self.emulated_precisions)
+        )
+        booleans = {o.name for o in self.options if isinstance(o.default, bool)}
+        for precision, option in self.emulated_precisions.items():
+            if precision not in self.precisions or option not in booleans:
+                got = f"{precision}: {option}"
+                _fail(owner, "emulated_precisions", f"expected {{precision: a boolean option}}, got {got}")
+
+    def precision_unavailable(
+        self, precision: str, device: str, gpu_type: str = "", options: Mapping | None = None
+    ) -> str | None:
+        """Why `precision` cannot run on `device` (None: it can): a precision for CUDA only, or
+        one whose matmuls the device lacks (run.gpu_type names the GPU) unless `options` (the
+        config's framework_options for this framework) ask for its emulation."""
         if device != "cuda" and precision in self.cuda_only_precisions:
             return f"{precision} runs on CUDA devices only: {self.cuda_only_precisions[precision]}"
-        return None
+        lacking = precision_lacking(precision, device, gpu_type)
+        option = self.emulated_precisions.get(precision)
+        if not lacking or (option and self.option_values(options)[option]):
+            return None
+        if option:
+            how = f"{self.label}'s option {option}: true (framework_options) emulates it: a correctness path"
+            return f"{lacking} ({how})"
+        return lacking
+
+    def emulates(self, precision: str, options: Mapping | None = None) -> bool:
+        """Whether its `precision` cells run in its emulation (`options` ask for it: then on
+        every device, a device with the matmuls too)."""
+        option = self.emulated_precisions.get(precision)
+        return bool(option and self.option_values(options)[option])
 
     @property
     def strategy_names(self) -> tuple[str, ...]:

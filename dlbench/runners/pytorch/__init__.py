@@ -5,12 +5,13 @@ path, the input pipelines and the strategies. Importing this package does not im
 
 from __future__ import annotations
 
-from dlbench.runners import _horovod, training_option_unavailable
+from dlbench.coords import MIXED_PRECISIONS
+from dlbench.runners import _horovod, precision_problem, training_option_unavailable
 from dlbench.runners._hyperparameters import linear_schedule, loss_scaling_record, optimizer_record
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import TrainingOptions, address_space_capped, run_training_options
 from dlbench.runners.plugin import Capabilities, Option, Strategy
-from dlbench.runners.pytorch import clock, strategies
+from dlbench.runners.pytorch import clock, float8, strategies
 from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
 from dlbench.runners.pytorch.workloads import WORKLOADS
 
@@ -18,7 +19,10 @@ CAPABILITIES = Capabilities(
     label="PyTorch",
     colour="#d62728",
     models=WORKLOADS.models,  # what its workloads train (workloads.py)
-    precisions=("fp32", "amp"),
+    # fp8: amp (bf16) with the Llama's linear layers in float8, torchao (float8.py); on devices
+    # with float8 matmuls, or emulated where the fp8_emulation option asks for it.
+    precisions=("fp32", "amp", "fp8"),
+    emulated_precisions={"fp8": "fp8_emulation"},
     data=("synthetic", "real"),
     image_format="imagefolder",
     # ImageFolder links; BERT examples are tokenised with Hugging Face tokenizers (transformers).
@@ -55,6 +59,12 @@ CAPABILITIES = Capabilities(
             "real images through NVIDIA DALI on CUDA where it is installed (seed 002's pipeline); "
             "false: torchvision's DataLoader",
         ),
+        Option(
+            "fp8_emulation",
+            False,
+            "fp8 cells in torchao's float8 emulation (Float8LinearConfig(emulate=True)) on every device, "
+            "the CPU too: float8 casts and scales, float32 matmuls; a correctness path, not a speed figure",
+        ),
     ),
 )
 
@@ -69,12 +79,28 @@ def _training_options(spec) -> TrainingOptions:
     return options
 
 
+def _check_float8(spec, torch, device) -> None:
+    """fp8's refusals before anything is built: a model its workload does not convert (planning
+    stops such a grid), and a device without float8 matmuls unless emulation is asked for
+    (planning makes a named one N/A; an unnamed GPU is found out here)."""
+    reason = precision_problem(spec.coords.framework, spec.coords.model, "fp8") or float8.device_problem(
+        torch, device, spec.options["fp8_emulation"]
+    )
+    if reason:
+        raise ValueError(reason)
+
+
 class Runner(BaseRunner):
     def import_framework(self) -> None:
         import torch  # noqa: F401
         import torchvision  # noqa: F401
 
         WORKLOADS(self.spec.coords.model).import_framework()
+        if self.spec.coords.precision == "fp8":
+            try:
+                import torchao.float8  # noqa: F401
+            except ImportError as error:
+                raise ImportError(f"fp8 trains with torchao's float8 (envs/pytorch.txt pins it): {error}") from error
 
     def build(self) -> None:
         import torch
@@ -85,6 +111,9 @@ class Runner(BaseRunner):
         torch.set_num_threads(spec.threads)
         self.device = self._device()
         self.grad_accum = _training_options(spec).grad_accum
+        fp8 = spec.coords.precision == "fp8"
+        if fp8:
+            _check_float8(spec, torch, self.device)
         self.strategy = strategies.for_run(spec)
         self.strategy.start(spec, self.device)
         # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.
@@ -92,8 +121,12 @@ class Runner(BaseRunner):
         model = self.workload.model()
         self.params = sum(p.numel() for p in model.parameters() if p.requires_grad)
         on_cuda = self.device.type == "cuda"
-        amp = spec.coords.precision == "amp"
+        amp = spec.coords.precision in MIXED_PRECISIONS  # fp8: amp with float8 linear layers
         self.compute_dtype = self.workload.autocast_dtype(on_cuda) if amp else None
+        # Converted before the strategy wraps it and torch.compile traces it, as torchtitan does.
+        self.float8 = None
+        if fp8:
+            self.float8 = float8.convert(torch, model, self.workload.float8_keep, spec.options["fp8_emulation"])
         model = self.distributed_model = self.strategy.wrap_model(model, spec, self.device, self.compute_dtype)
         if spec.compile:
             # Static shapes, as the compiled baseline (benchmarks/baselines/pytorch_compiled.py).
@@ -233,6 +266,8 @@ class Runner(BaseRunner):
             ),
             "torch_compile": self._compiled(),
         }
+        if getattr(self, "float8", None):
+            info["float8"] = self.float8
         if getattr(self, "real_data", False):
             info["input_pipeline"] = self.workload.input_pipeline()
         if self.workload.dataset is not None:

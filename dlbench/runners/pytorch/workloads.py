@@ -29,6 +29,8 @@ class TorchWorkload(Workload):
     (an iterator) or keeps the synthetic batch on the device and returns None."""
 
     memory_format: str | None = None  # the header's memory_format
+    # Under fp8, the linear layers kept in high precision: qualified names or their last parts.
+    float8_keep: tuple[str, ...] = ()
 
     def __init__(self, spec, torch, device):
         self.spec, self.torch, self.device = spec, torch, device
@@ -147,6 +149,10 @@ class CausalLM(TorchWorkload):
     models = tuple(LLM_SHAPES)
     activation_checkpointing = ACTIVATION_CHECKPOINTING  # per decoder block (llm.Block)
     grad_accum = True
+    # fp8: the blocks' projections in float8 (float8.py); the output head stays in bf16, as
+    # torchtitan keeps its `output` (the logits' precision matters most to the loss).
+    precisions = ("fp32", "amp", "fp8")
+    float8_keep = ("head",)
 
     def autocast_dtype(self, on_cuda: bool):
         return self.torch.bfloat16  # pre-trained in bfloat16 on CUDA too: no loss scaling
