@@ -87,7 +87,7 @@ def cell_text(cell: pd.Series, emulated_pairs: frozenset = frozenset()) -> str:
         text += " " + labels.SANITY_TEXT[sanity.SUSPECT]
     if cell.get(col.python_env) == "site":
         text += " " + labels.SITE_ENV_MARK
-    if (cell[col.framework], cell[col.precision]) in emulated_pairs:
+    if emulated_pairs and (cell.get(col.framework), cell.get(col.precision)) in emulated_pairs:
         text += " " + labels.EMULATED_MARK
     return text
 
