@@ -28,7 +28,7 @@ from dlbench.runners import (
     capabilities,
     device_unavailable,
     framework_names,
-    precision_problem,
+    precision_problem_and_scope,
     strategy_unavailable,
     training_option_unavailable,
 )
@@ -97,7 +97,7 @@ def check_semantics(config: dict) -> None:
 
 def _check_precisions(grid: dict) -> None:
     """A precision that a framework, or a model's kind, or the framework's workload for it
-    cannot train in (dlbench.runners.precision_problem), in a cell the grid's rules keep: one
+    cannot train in (dlbench.runners.precision_problem_and_scope), in a cell the grid's rules keep: one
     message naming the combination and the rule that leaves it out."""
     checked = set()
     for cell in planned_cells(grid):
@@ -105,19 +105,13 @@ def _check_precisions(grid: dict) -> None:
         if combination in checked:
             continue
         checked.add(combination)
-        problem = precision_problem(*combination)
-        if problem:
-            fw, model, precision = combination
-            # The rule that leaves out every cell of the problem: the framework's, the model's or both.
-            if precision not in capabilities(fw).precisions:
-                rule = f"framework: {fw}"
-            elif precision in kind_of(model).unavailable_precisions:
-                rule = f"model: {model}"
-            else:
-                rule = f"framework: {fw}, model: {model}"
+        found = precision_problem_and_scope(*combination)
+        if found:
+            problem, scope = found
+            precision = combination[2]
             raise ConfigError(
                 f"grid.precision: {problem}. Leave {precision} out of grid.precision, or these cells out of the "
-                f"grid: grid.exclude: [{{{rule}, precision: {precision}}}]"
+                f"grid: grid.exclude: [{{{scope}, precision: {precision}}}]"
             )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "framework_names",
     "layout",
     "precision_problem",
+    "precision_problem_and_scope",
     "processes_per_node",
     "run_layout",
     "strategy_unavailable",
@@ -184,16 +185,26 @@ def precision_problem(framework: str, model: str, precision: str) -> str | None:
     descriptor, dlbench.model_kinds), or the framework's workload for the model does not
     (Workload.precisions). Planning stops on it, naming the combination; a device that lacks
     what a precision needs is another matter (Capabilities.precision_unavailable: an N/A cell)."""
+    found = precision_problem_and_scope(framework, model, precision)
+    return found[0] if found else None
+
+
+def precision_problem_and_scope(framework: str, model: str, precision: str) -> tuple[str, str] | None:
+    """`precision_problem`, and the cells it holds for (a grid.exclude rule's keys besides the
+    precision: `framework: F`, `model: M` or both)."""
     caps = capabilities(framework)
     if precision not in caps.precisions:
-        return f"{framework} does not offer precision {precision!r} (it offers: {', '.join(caps.precisions)})"
+        offered = ", ".join(caps.precisions)
+        return f"{framework} does not offer precision {precision!r} (it offers: {offered})", f"framework: {framework}"
     kind = kind_of(model) if model in CATALOGUE else None
     if kind is not None and precision in kind.unavailable_precisions:
-        return f"{precision} with {model} ({kind.name} model): {kind.unavailable_precisions[precision]}"
+        why = kind.unavailable_precisions[precision]
+        return f"{precision} with {model} ({kind.name} model): {why}", f"model: {model}"
     workload = _workload_class(framework, model)
     offered = getattr(workload, "precisions", caps.precisions)
     if precision not in offered:
-        return f"{framework}'s {model} workload does not train in {precision} (it offers: {', '.join(offered)})"
+        why = f"{framework}'s {model} workload does not train in {precision} (it offers: {', '.join(offered)})"
+        return why, f"framework: {framework}, model: {model}"
     return None
 
 

@@ -384,10 +384,9 @@ class Capabilities:
         if device != "cuda" and precision in self.cuda_only_precisions:
             return f"{precision} runs on CUDA devices only: {self.cuda_only_precisions[precision]}"
         lacking = precision_lacking(precision, device, gpu_type)
-        option = self.emulated_precisions.get(precision)
-        if not lacking or (option and self.option_values(options)[option]):
+        if not lacking or self.emulates(precision, options):
             return None
-        if option:
+        if option := self.emulated_precisions.get(precision):
             how = f"{self.label}'s option {option}: true (framework_options) emulates it: a correctness path"
             return f"{lacking} ({how})"
         return lacking
