@@ -53,9 +53,10 @@ def grid(runs_per_job: int, repeats: int = GRID["protocol"]["repeats"]) -> dict:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    # `args` before --configfile, which takes every word after it (a target among them).
     cmd = [
         sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
-        "--profile", str(REPO / "profiles/slurm-local"), "--configfile", str(workdir / "grid.yaml"), *args,
+        "--profile", str(REPO / "profiles/slurm-local"), *args, "--configfile", str(workdir / "grid.yaml"),
     ]  # fmt: skip
     env = {**os.environ, "DLBENCH_FRAMEWORK_PATH": str(PLUGINS)}
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout, check=False)

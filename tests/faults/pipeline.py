@@ -1,4 +1,4 @@
-"""A one-run-shape PyTorch grid in a fresh working directory, and the snakemake command for it
+"""A one-run-shape toy grid in a fresh working directory, and the snakemake command for it
 (the fault tests that interrupt or double a pipeline)."""
 
 import contextlib
@@ -12,24 +12,31 @@ import yaml
 
 from tests.conftest import REPO
 
+PLUGINS = REPO / "tests" / "plugins"
 
-def pytorch_grid(workdir, measured_steps: int, repeats: int, threads: int) -> None:
-    """config/config.yaml (the embedded default) plus grid.yaml: ResNet-50 at 32 px, batch 2, 1x1."""
+
+def toy_grid(workdir, measured_steps: int, repeats: int, threads: int, step_seconds: float) -> dict[str, str]:
+    """config/config.yaml (the embedded default) plus grid.yaml: the toy plug-in (tests/plugins/toy.py)
+    at batch 2, 1x1, each step sleeping `step_seconds` (a run that lasts, at no CPU cost: what
+    these tests interrupt is the pipeline, not a framework). Returns the environment the
+    pipeline needs (DLBENCH_FRAMEWORK_PATH, DLBENCH_TOY_SLEEP)."""
     (workdir / "config").mkdir()
     (workdir / "config/config.yaml").write_text((REPO / "config/config.yaml").read_text())
     grid = {
         "grid": {
-            "frameworks": ["pytorch"],
+            "frameworks": ["toy"],
             "models": ["resnet50"],
             "data": ["synthetic"],
             "batch_per_device": [2],
             "scales": ["1x1"],
+            "strategies": {"toy": ["replicas"]},
             "exclude": [],
         },
         "protocol": {"preset": "mlperf", "warmup_steps": 1, "measured_steps": measured_steps, "repeats": repeats},
         "run": {"image_size": 32, "threads": threads, "progress_every": 0},
     }
     (workdir / "grid.yaml").write_text(yaml.safe_dump(grid))
+    return {**os.environ, "DLBENCH_FRAMEWORK_PATH": str(PLUGINS), "DLBENCH_TOY_SLEEP": f"1x1={step_seconds}"}
 
 
 def snakemake(workdir, target: str, *extra: str) -> list[str]:

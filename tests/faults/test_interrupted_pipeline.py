@@ -14,19 +14,19 @@ import pandas as pd
 import pytest
 
 from tests.conftest import framework_python
-from tests.faults.pipeline import pytorch_grid, snakemake, stop_processes_in
+from tests.faults.pipeline import snakemake, stop_processes_in, toy_grid
 
 pytestmark = [
     pytest.mark.faults,
     pytest.mark.slow,
-    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
+    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the toy's numpy (pytorch env) is not built"),
 ]
 
 TARGET = "results/tables/cells.csv"
 
 
 def run_dir(workdir, repeat):
-    return workdir / f"results/runs/pytorch/resnet50/fp32/synthetic/bs2/1x1/single/rep{repeat}"
+    return workdir / f"results/runs/toy/resnet50/fp32/synthetic/bs2/1x1/single/rep{repeat}"
 
 
 def wait_for(condition, proc, what, timeout=600):  # a loaded 2-core machine: minutes
@@ -38,9 +38,10 @@ def wait_for(condition, proc, what, timeout=600):  # a loaded 2-core machine: mi
 
 
 def test_an_interrupted_grid_finishes_on_the_next_start(tmp_path):
-    pytorch_grid(tmp_path, measured_steps=60, repeats=2, threads=2)
+    # Two threads a run: the local profile's two cores run the repeats one after the other.
+    env = toy_grid(tmp_path, measured_steps=20, repeats=2, threads=2, step_seconds=0.3)
     with open(tmp_path / "first.log", "wb") as log:
-        first = subprocess.Popen(snakemake(tmp_path, TARGET), cwd=tmp_path, stdout=log, stderr=log)
+        first = subprocess.Popen(snakemake(tmp_path, TARGET), cwd=tmp_path, env=env, stdout=log, stderr=log)
     try:
         runs = [run_dir(tmp_path, r) for r in (1, 2)]
         wait_for(lambda: any((d / "launch.json").exists() for d in runs), first, "a finished run")
@@ -57,10 +58,16 @@ def test_an_interrupted_grid_finishes_on_the_next_start(tmp_path):
     stop_processes_in(tmp_path)  # the interrupted run's own processes end on Snakemake's SIGINT
     kept = {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()}
 
-    refused = subprocess.run(snakemake(tmp_path, TARGET), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        snakemake(tmp_path, TARGET), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert refused.returncode != 0 and "--unlock" in refused.stderr
-    subprocess.run(snakemake(tmp_path, TARGET, "--unlock"), cwd=tmp_path, check=True, capture_output=True, timeout=300)
-    again = subprocess.run(snakemake(tmp_path, TARGET), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    subprocess.run(
+        snakemake(tmp_path, TARGET, "--unlock"), cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300
+    )
+    again = subprocess.run(
+        snakemake(tmp_path, TARGET), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
     assert again.returncode == 0, again.stderr[-4000:]
 
     assert {path.name: path.read_bytes() for path in done.iterdir() if path.is_file()} == kept  # not redone

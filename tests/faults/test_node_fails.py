@@ -1,6 +1,8 @@
 """A node fails under a running 2-node job on the local Slurm cluster (tools/slurm-local).
 
-`scontrol update nodename=n2 state=down` while a 2x1 PyTorch DDP run trains on n1 and n2.
+`scontrol update nodename=n2 state=down` while a 2x1 run trains on n1 and n2: the toy plug-in
+(tests/plugins/toy.py), whose planted step time keeps the job running at no CPU cost (what
+fails here is a node under Slurm, not a framework; PyTorch DDP across the nodes is test_slurm's).
 What Slurm does here (22.05, JobRequeue=1, the default): the step is cancelled "due to node
 failure", the job instance ends NODE_FAIL and Slurm requeues the batch job under the same id.
 While n2 is out (drained here: ReturnToService=2 returns a DOWN node whose slurmd answers at
@@ -18,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import framework_python
+from tests.conftest import REPO, framework_python
 from tests.test_slurm import cluster_answers, grid_config, snakemake_command
 
 pytestmark = [
@@ -26,12 +28,14 @@ pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)"),
-    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the pytorch environment is not built"),
+    pytest.mark.skipif(not framework_python("pytorch").exists(), reason="the toy's numpy (pytorch env) is not built"),
 ]
 
 NODE = "n2"
 TARGET = "results/tables/cells.csv"
-RUNS = "results/runs/pytorch/resnet50/fp32/synthetic/bs2"
+RUNS = "results/runs/toy/resnet50/fp32/synthetic/bs2"
+# Seconds a step sleeps: 31 steps of 0.5 s at 2x1 leave the fault time to land mid-run.
+TOY = {"DLBENCH_FRAMEWORK_PATH": str(REPO / "tests/plugins"), "DLBENCH_TOY_SLEEP": "2x1=0.5,1x1=0.05"}
 
 
 def scontrol(*args: str, check: bool = True) -> None:
@@ -65,10 +69,14 @@ def files(run_dir) -> dict:
 
 
 @pytest.fixture
-def workdir(tmp_path):
-    config = grid_config({"pytorch": "ddp"})
+def workdir(tmp_path, monkeypatch):
+    config = grid_config({"toy": "replicas"})
     config["grid"].update(scales=["1x1", "2x1"], batch_per_device=[2], only=[])
-    config["protocol"]["measured_steps"] = 10
+    config["protocol"]["measured_steps"] = 30
+    config["run"]["threads"] = 1
+    config["prescreen"] = {"enabled": False}  # the toy has no collectives to screen
+    for name, value in TOY.items():
+        monkeypatch.setenv(name, value)
     (tmp_path / "config").mkdir()
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     yield tmp_path
@@ -76,7 +84,7 @@ def workdir(tmp_path):
 
 
 def test_a_failed_node_requeues_the_job_and_the_grid_completes(workdir):
-    two_nodes, one_node = workdir / f"{RUNS}/2x1/ddp/rep1", workdir / f"{RUNS}/1x1/single/rep1"
+    two_nodes, one_node = workdir / f"{RUNS}/2x1/replicas/rep1", workdir / f"{RUNS}/1x1/single/rep1"
     with open(workdir / "first.log", "wb") as log:
         first = subprocess.Popen(
             snakemake_command(workdir, TARGET, timeout=900), cwd=workdir, stdout=log, stderr=subprocess.STDOUT
