@@ -14,7 +14,7 @@ import pytest
 from dlbench import llm
 from dlbench.coords import RunCoords
 from dlbench.runners import training_option_unavailable
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 # The states' largest difference, per tensor relative to its largest magnitude: float32
@@ -187,7 +187,7 @@ def _free_port() -> int:
 def _two_ranks(code: str, *args: str) -> dict:
     """`code` on two gloo ranks (argv: rank, port, `args`); what rank 0 printed after RESULT."""
     port = str(_free_port())
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "HOME": "/tmp"}
     python = str(framework_python("pytorch"))
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     ranks = [

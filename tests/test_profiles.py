@@ -21,7 +21,7 @@ from dlbench.planning.grid import Grid
 from dlbench.protocol import RunProtocol
 from dlbench.report.profiles import profiles_section
 from dlbench.steplog import read_steplog
-from tests.conftest import framework_python
+from tests.conftest import SHARED_CORES_ENV, framework_python
 
 REPO = Path(__file__).resolve().parent.parent
 H200_LOG = (
@@ -98,7 +98,9 @@ def test_a_profiled_run_leaves_a_trace_its_top_operations_come_from(tmp_path, fr
     run_dir = tmp_path / coords.run_dir
     request = LaunchRequest(coords, RunProtocol("mlperf", 1, 8, "mean"), str(run_dir), seq_len=8, progress_every=0)
     cmd = [str(python), "-m", "dlbench.launch", *request.to_argv()]
-    done = subprocess.run(cmd, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True)
+    done = subprocess.run(
+        cmd, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV}, capture_output=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     log = read_steplog(run_dir / "rank0.steps.jsonl")
     assert log.status == "ok" and log.header["protocol"]["measured_steps"] == 5  # cut to PROFILE_STEPS

@@ -16,7 +16,7 @@ import pytest
 from dlbench import provenance
 from dlbench.images import apptainer as containers
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 CONTAINER_VARIABLES = (
     "APPTAINER_CONTAINER",
@@ -213,6 +213,7 @@ def test_the_step_log_header_carries_it_from_a_real_run(tmp_path, image):
     env = {
         "PYTHONPATH": str(REPO),
         "PATH": "/usr/bin:/bin",
+        **SHARED_CORES_ENV,
         "APPTAINER_CONTAINER": str(image),
         "DLBENCH_IMAGE_RECORD": str(record),
         "DLBENCH_CONFIG_SHA256": "cd" * 32,

@@ -7,19 +7,22 @@ import subprocess
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 PYTHON = framework_python("pytorch")
 needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the pytorch environment is not built")
 
 
-def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6)):
+def launch(
+    run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6), framework="pytorch"
+):
+    """The launcher in the PyTorch environment; `framework="toy"`: the toy plug-in (its numpy is there)."""
     cmd = [
         str(PYTHON),
         "-m",
         "dlbench.launch",
         "--framework",
-        "pytorch",
+        framework,
         "--model",
         model,
         "--precision",
@@ -57,7 +60,12 @@ def launch(run_dir, *extra, model="resnet50", scale="1x1", strategy="single", ba
     return subprocess.run(
         cmd,
         cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={
+            "PYTHONPATH": str(REPO),
+            "PATH": "/usr/bin:/bin",
+            **SHARED_CORES_ENV,
+            "DLBENCH_FRAMEWORK_PATH": str(REPO / "tests/plugins"),
+        },
         capture_output=True,
         text=True,
         timeout=600,
@@ -98,10 +106,11 @@ def test_ddp_two_processes_each_write_a_log(tmp_path):
 
 @needs_env
 def test_existing_raw_logs_are_never_overwritten(tmp_path):
-    assert launch(tmp_path / "run").returncode == 0
+    # The launcher's doing, whatever the framework: the toy plug-in's run takes a second.
+    assert launch(tmp_path / "run", framework="toy").returncode == 0
     before = (tmp_path / "run/rank0.steps.jsonl").read_bytes()
     (tmp_path / "run/launch.json").unlink()  # as an interrupted attempt leaves it
-    again = launch(tmp_path / "run")
+    again = launch(tmp_path / "run", framework="toy")
     assert again.returncode == 0 and "kept in attempt1/" in again.stderr
     assert (tmp_path / "run/attempt1/rank0.steps.jsonl").read_bytes() == before
     assert read_steplog(tmp_path / "run/rank0.steps.jsonl").status == "ok"  # the new attempt's

@@ -21,7 +21,7 @@ from dlbench.planning.deployment import Deployment, DeploymentError
 from dlbench.planning.grid import ConfigError
 from dlbench.planning.snakemake_api import RunWildcards
 from dlbench.protocol import RunProtocol
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 SITE = framework_python("pytorch")  # a Python we did not build for this run stands in for a site's
 PYTORCH = SimpleNamespace(framework="pytorch", model="alexnet", scale="1x1", strategy="single")
@@ -93,7 +93,7 @@ def test_a_site_run_is_marked_from_its_header_to_the_tables_and_the_audit(tmp_pa
     result = subprocess.run(
         [str(SITE), "-m", "dlbench.launch", *args],
         cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV},
         capture_output=True,
         text=True,
         timeout=300,

@@ -111,6 +111,7 @@ def launcher_probe(python: str, repo: str, request: LaunchRequest) -> Callable[[
 
 def _passed_on() -> dict:
     """What a probe keeps of the search's environment: the GPUs its Slurm job was given
-    (CUDA_VISIBLE_DEVICES) and the plug-in path that names its framework."""
-    names = ("CUDA_VISIBLE_DEVICES", "DLBENCH_FRAMEWORK_PATH")
+    (CUDA_VISIBLE_DEVICES), the plug-in path that names its framework, and OpenMP's wait
+    policy, which the runs inherit too."""
+    names = ("CUDA_VISIBLE_DEVICES", "DLBENCH_FRAMEWORK_PATH", "OMP_WAIT_POLICY")
     return {name: os.environ[name] for name in names if name in os.environ}

@@ -16,7 +16,7 @@ import pytest
 from dlbench.analysis.aggregate import summarize_run
 from dlbench.coords import RunCoords
 from dlbench.launch.launchers import RANK_DEATH_GRACE_S
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 # Framework and a strategy whose two ranks block on each other every step.
 RUNS = {"pytorch": "ddp", "mxnet": "dist_sync"}
@@ -51,7 +51,7 @@ def test_a_dead_rank_ends_the_run_and_is_named(tmp_path, framework):
     argv += [f"--run-dir={tmp_path / coords.run_dir}", "--preset=caict2020", "--warmup-steps=1"]
     argv += ["--measured-steps=2000", "--statistic=mean", "--image-size=32", "--threads=2"]
     argv += [f"--time-limit={TIME_LIMIT_S}", "--progress-every=0"]
-    env = {"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]}
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], **SHARED_CORES_ENV}
     log = tmp_path / "launcher.log"  # a file: the ranks' own helpers (ps-lite) may outlive them
     with open(log, "wb") as stderr:
         launcher = subprocess.Popen([str(python), "-m", "dlbench.launch", *argv], cwd=REPO, env=env, stderr=stderr)

@@ -40,7 +40,7 @@ import subprocess
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 FIRST_LOSS_REL = 1e-5
 FIRST_UPDATE_REL = 1e-2
@@ -65,7 +65,13 @@ def launch(framework: str, run_dir, *extra, env=None, model="resnet50", scale="1
         "--progress-every", "0", "--env-lock", str(REPO / f"envs/{framework}.txt"),
         *extra,
     ]  # fmt: skip
-    base = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    base = {
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        **SHARED_CORES_ENV,
+        "HOME": "/tmp",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
     result = subprocess.run(
         cmd, cwd=REPO, env={**base, **(env or {})}, capture_output=True, text=True, timeout=600, check=False
     )
@@ -75,7 +81,13 @@ def launch(framework: str, run_dir, *extra, env=None, model="resnet50", scale="1
 
 def run_script(python, code: str, *args: str, env=None, timeout: int = 600) -> str:
     """Run `code` with a framework environment's python; what it printed after "RESULT "."""
-    base = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    base = {
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        **SHARED_CORES_ENV,
+        "HOME": "/tmp",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
     result = subprocess.run(
         [str(python), "-c", code, *args],
         cwd=REPO,

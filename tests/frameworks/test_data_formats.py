@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from dlbench.data import DataError, bert, imagefolder, imagenet, recordio, tfrecord
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 
 FRAMEWORKS = ("tensorflow", "pytorch", "mxnet")
 SCRIPTS = {"tensorflow": "convert_tfrecord.py", "pytorch": "convert_imagefolder.py", "mxnet": "convert_recordio.py"}
-ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "TF_CPP_MIN_LOG_LEVEL": "2"}
 SPLITS = ["train", "val"]
 
 pytestmark = pytest.mark.skipif(

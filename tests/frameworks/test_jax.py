@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 PYTHON = framework_python("jax")
@@ -25,7 +25,7 @@ def launch(run_dir, model="resnet50", scale="1x1", strategy="single", batch=4, s
         "--image-size", str(size), "--threads", "2", "--time-limit", "500",
         "--env-lock", str(REPO / "envs/jax.txt"),
     ]  # fmt: skip
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **(env or {})}
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -120,7 +120,7 @@ def test_flax_models_have_torchvisions_parameter_counts():
         "    v = jax.eval_shape(lambda: m.init(key, jnp.zeros((1, 64, 64, 3)), train=False))\n"
         "    print(name, sum(x.size for x in jax.tree_util.tree_leaves(v['params'])))"
     )
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([str(PYTHON), "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     counts = dict(line.split() for line in out.stdout.splitlines())
     assert counts == {"resnet152": "60192808", "vgg16": "138357544", "alexnet": "61100840"}
@@ -149,6 +149,7 @@ def test_sharded_across_two_nodes_started_like_srun(tmp_path):
         env = {
             "PYTHONPATH": str(REPO),
             "PATH": "/usr/bin:/bin",
+            **SHARED_CORES_ENV,
             "DLBENCH_RANK": str(rank),
             "DLBENCH_WORLD_SIZE": "2",
             "DLBENCH_LOCAL_RANK": "0",

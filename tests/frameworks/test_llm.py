@@ -15,7 +15,7 @@ from dlbench.coords import RunCoords
 from dlbench.models import CATALOGUE, sample_unit
 from dlbench.planning.grid import ConfigError, expand
 from dlbench.steplog import read_steplog
-from tests.conftest import framework_python
+from tests.conftest import SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 SEQ_LEN = 64
@@ -370,7 +370,13 @@ def test_the_gpu_check_trains_the_independent_llama_beside_the_runner(framework,
     command = [str(framework_python(framework)), "benchmarks/llm_gpu_check.py", "--framework", framework]
     command += ["--device", "cpu", "--model", "llama_small", "--batch", "2", "--seq-len", "32", "--steps", "2"]
     command += ["--warmup", "1", "--rounds", "1", "--threads", "1", "--json", str(tmp_path / "check.json")]
-    env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", "JAX_PLATFORMS": "cpu"}
+    env = {
+        "PYTHONPATH": str(equivalence.REPO),
+        "PATH": "/usr/bin:/bin",
+        **SHARED_CORES_ENV,
+        "HOME": "/tmp",
+        "JAX_PLATFORMS": "cpu",
+    }
     run = subprocess.run(command, cwd=equivalence.REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((tmp_path / "check.json").read_text())

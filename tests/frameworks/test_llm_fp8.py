@@ -10,7 +10,7 @@ import json
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import framework_python
+from tests.conftest import SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 SEQ = ("--seq-len", "16")
@@ -101,7 +101,7 @@ def test_the_gpu_checks_fp8_stage_runs_its_cpu_path(tmp_path):
     command += ["--arms", "window", "amp", "--fp8-emulation", "--device", "cpu", "--model", "llama_small"]
     command += ["--batch", "2", "--seq-len", "16", "--warmup", "1", "--steps", "2", "--rounds", "1"]
     command += ["--threads", "2", "--json", str(tmp_path / "check.json")]
-    env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    env = {"PYTHONPATH": str(equivalence.REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "HOME": "/tmp"}
     run = subprocess.run(command, cwd=equivalence.REPO, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((tmp_path / "check.json").read_text())

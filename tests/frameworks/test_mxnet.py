@@ -16,13 +16,13 @@ from statistics import mean
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import bert_tiny, equivalence
 
 PYTHON = framework_python("mxnet")
 pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the mxnet environment is not built")
 
-ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "HOME": os.environ.get("HOME", "/tmp")}
 
 # Trainable parameter counts measured with mxnet 1.9.1 (Runner.build(), 1000 classes), with
 # the torchvision 0.29 / Keras counts for comparison:

@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 PYTHON = framework_python("paddle")
 needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the paddle environment is not built")
-ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV}
 STEPS = (0, 6)
 LR_TIMES_2 = {equivalence.LR_SCALE_ENV: "2"}
 

@@ -16,14 +16,14 @@ import textwrap
 import pytest
 
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 PYTHON = framework_python("tensorflow")
 pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason="the tensorflow environment is not built")
 
 LOCK = REPO / "envs/tensorflow.txt"
-ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **SHARED_CORES_ENV, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 # Trainable parameters as this runner builds each model, measured with TF 2.21.0 (the CNNs
 # are TF-native, dlbench/runners/tensorflow/cnn.py; BERT is Keras 3.15.1); batch-norm moving
