@@ -163,7 +163,7 @@ def pipeline_estimate_bytes(
     """The terms of the pipeline rank that needs the most (docs/memory.md, "Pipeline stages"):
     its stages' parameters with their gradients and AdamW state (sharded over a stage's data
     ranks under fsdp_pp), the activations of its in-flight micro-batches through its blocks,
-    and on the last stage one micro-batch's logits."""
+    and on the last stage their logits (1F1B: one micro-batch's; GPipe: every one's)."""
     s, plan = llm.shape(model), pipelining.schedule(pipeline.schedule)
     p, block = sharding.pp, llm.block_parameters(s)
     counts = pipelining.stage_parameters(model, p * plan.stages_per_rank)
@@ -182,7 +182,12 @@ def pipeline_estimate_bytes(
             "gathered": GATHERED_BLOCKS * block * 4 if sharding.shards_state else 0.0,
             "casts": (CAST_BYTES * (held - blocks * block if sharding.shards_state else held)) if amp else 0.0,
             "activations": pipeline.in_flight(p, rank) * tokens * per_token,
-            "logits": tokens * s.vocab * (compute + 4 * LOGIT_FP32_TENSORS) if len(counts) - 1 in stages else 0.0,
+            # the last stage's logits for as many micro-batches as it keeps (1F1B: one)
+            "logits": (
+                pipeline.in_flight(p, rank) * tokens * s.vocab * (compute + 4 * LOGIT_FP32_TENSORS)
+                if len(counts) - 1 in stages
+                else 0.0
+            ),
             "runtime": CUDA_RUNTIME_GIB * GIB if device == "cuda" else 0.0,
         }
         per_rank.append({**terms, "total": sum(terms.values())})

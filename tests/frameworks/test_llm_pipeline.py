@@ -112,6 +112,8 @@ def test_memory_estimate_holds_a_stages_share_and_its_micro_batches_in_flight():
     assert one_f_one_b[2]["state"] == 16 * max(pipelining.stage_parameters("llama_small", 2))
     assert one_f_one_b[4]["activations"] == pytest.approx(one_f_one_b[2]["activations"] / 2)
     assert terms("gpipe", 4)["activations"] == pytest.approx(terms("gpipe", 2)["activations"])
+    # the last rank keeps one micro-batch's logits under 1F1B, every one's under GPipe
+    assert terms("gpipe", 4)["logits"] == pytest.approx(4 * one_f_one_b[4]["logits"])
     whole = fit.estimate_bytes("llama_small", "fp32", fit.StepShape(4, 64), fit.Sharding(1), "cpu")
     assert one_f_one_b[4]["total"] < whole["total"]
 
