@@ -1,7 +1,8 @@
 """PyTorch runner: torchvision CNNs (SGD with momentum), Hugging Face BertForPreTraining
 (Adam), its own Llama (AdamW; llm.py, docs/frameworks/llm.md), one workload object per model
-kind (workloads.py), DDP or FSDP2 across devices. docs/frameworks/pytorch.md explains the fast
-path, the input pipelines and the strategies. Importing this package does not import torch."""
+kind (workloads.py), DDP, FSDP2 or pipeline stages across devices. docs/frameworks/pytorch.md
+explains the fast path, the input pipelines and the strategies. Importing this package does
+not import torch."""
 
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ class Runner(BaseRunner):
         if fp8:
             _check_float8(spec, torch, self.device)
         self.strategy = strategies.for_run(spec)
-        self.pipelined = getattr(self.strategy, "schedules_micro_batches", False)
+        self.pipelined = self.strategy.schedules_micro_batches
         self.strategy.start(spec, self.device)
         # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.
         self.workload = WORKLOADS(spec.coords.model)(spec, torch, self.device)
