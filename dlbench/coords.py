@@ -28,9 +28,16 @@ MIXED_PRECISIONS = ("amp", "fp8")
 # recomputed) and gradient accumulation (micro-batches per optimizer update).
 ACTIVATION_CHECKPOINTING = ("none", "selective", "full")
 NO_CHECKPOINTING, NO_ACCUMULATION = "none", 1
-# Their path form, a suffix of the strategy's segment: `fsdp+ac_full+ga4`; empty at the defaults,
-# so a run at the defaults keeps the directory it has always had.
-TRAINING_PATTERN = r"(\+ac_(?:selective|full))?(\+ga(?:[2-9]|[1-9][0-9]+))?"
+# A pipeline-parallel strategy's schedule (dlbench.pipelining.SCHEDULES) and the micro-batches
+# its step splits the pipeline's batch into; "none" and 1 for every other strategy.
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
+NO_PIPELINE, NO_PIPELINE_MICROBATCHES = "none", 1
+# Their path form, a suffix of the strategy's segment: `fsdp+ac_full+ga4`, `pp+pp_1f1b_m4`;
+# empty at the defaults, so a run at the defaults keeps the directory it has always had.
+TRAINING_PATTERN = (
+    r"(\+ac_(?:selective|full))?(\+ga(?:[2-9]|[1-9][0-9]+))?"
+    r"(\+pp_(?:" + "|".join(PIPELINE_SCHEDULES) + r")_m[1-9][0-9]*)?"
+)
 
 # A run's place below results/runs/ (its directory) and logs/runs/ (its Snakemake job log).
 RUN_PATH_TEMPLATE = "{framework}/{model}/{precision}/{data}/bs{batch}/{scale}/{strategy}{training}/rep{repeat}"
@@ -63,32 +70,55 @@ WILDCARD_CONSTRAINTS = {
 SINGLE_DEVICE = "single"
 
 
-def training_suffix(activation_checkpointing: str, grad_accum: int) -> str:
+def training_suffix(
+    activation_checkpointing: str,
+    grad_accum: int,
+    pp_schedule: str = NO_PIPELINE,
+    pp_microbatches: int = NO_PIPELINE_MICROBATCHES,
+) -> str:
     """The path form of a run's training options (TRAINING_PATTERN): empty at the defaults."""
     checkpointing = "" if activation_checkpointing == NO_CHECKPOINTING else f"+ac_{activation_checkpointing}"
-    return checkpointing + ("" if int(grad_accum) == NO_ACCUMULATION else f"+ga{grad_accum}")
+    accumulation = "" if int(grad_accum) == NO_ACCUMULATION else f"+ga{grad_accum}"
+    pipeline = "" if pp_schedule == NO_PIPELINE else f"+pp_{pp_schedule}_m{pp_microbatches}"
+    return checkpointing + accumulation + pipeline
 
 
 def parse_training(suffix: str) -> dict:
-    """`training_suffix`'s inverse: {activation_checkpointing, grad_accum}."""
+    """`training_suffix`'s inverse: {activation_checkpointing, grad_accum, pp_schedule, pp_microbatches}."""
     match = re.fullmatch(TRAINING_PATTERN, suffix)
     if not match:
-        raise ValueError(f"training options {suffix!r} are not of the form +ac_<mode>+ga<n>")
-    checkpointing, accumulation = match.groups()
+        raise ValueError(f"training options {suffix!r} are not of the form +ac_<mode>+ga<n>+pp_<schedule>_m<n>")
+    checkpointing, accumulation, pipeline = match.groups()
+    schedule, _, microbatches = pipeline[len("+pp_") :].rpartition("_m") if pipeline else ("", "", "")
     return {
         "activation_checkpointing": checkpointing[len("+ac_") :] if checkpointing else NO_CHECKPOINTING,
         "grad_accum": int(accumulation[len("+ga") :]) if accumulation else NO_ACCUMULATION,
+        "pp_schedule": schedule or NO_PIPELINE,
+        "pp_microbatches": int(microbatches) if microbatches else NO_PIPELINE_MICROBATCHES,
     }
 
 
-def _check_training(activation_checkpointing: str, grad_accum) -> None:
+def _whole(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1
+
+
+def _check_training(activation_checkpointing: str, grad_accum, pp_schedule: str, pp_microbatches) -> None:
     if activation_checkpointing not in ACTIVATION_CHECKPOINTING:
         raise ValueError(
             f"run coordinate activation_checkpointing={activation_checkpointing!r} is not one of "
             f"{', '.join(ACTIVATION_CHECKPOINTING)}"
         )
-    if isinstance(grad_accum, bool) or not isinstance(grad_accum, int) or grad_accum < 1:
+    if not _whole(grad_accum):
         raise ValueError(f"run coordinate grad_accum={grad_accum!r} is not a whole number of micro-batches >= 1")
+    if pp_schedule not in (NO_PIPELINE, *PIPELINE_SCHEDULES):
+        raise ValueError(
+            f"run coordinate pp_schedule={pp_schedule!r} is not one of {', '.join((NO_PIPELINE, *PIPELINE_SCHEDULES))}"
+        )
+    if not _whole(pp_microbatches) or (pp_schedule == NO_PIPELINE and pp_microbatches != NO_PIPELINE_MICROBATCHES):
+        raise ValueError(
+            f"run coordinate pp_microbatches={pp_microbatches!r} is not a whole number >= 1 "
+            "(1 without a pipeline schedule)"
+        )
 
 
 @functools.cache
@@ -140,15 +170,18 @@ class RunCoords:
     # Keyword-only, with their defaults: between strategy and repeat in tables and sort order.
     activation_checkpointing: str = field(default=NO_CHECKPOINTING, kw_only=True)
     grad_accum: int = field(default=NO_ACCUMULATION, kw_only=True)
+    pp_schedule: str = field(default=NO_PIPELINE, kw_only=True)
+    pp_microbatches: int = field(default=NO_PIPELINE_MICROBATCHES, kw_only=True)
     repeat: int
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grad_accum", _as_accumulation(self.grad_accum))
+        object.__setattr__(self, "pp_microbatches", _as_accumulation(self.pp_microbatches))
         for name in PATH_FIELDS:
             value = str(getattr(self, name))
             if not _allowed(name, value):
                 raise ValueError(f"run coordinate {name}={value!r} is not allowed")
-        _check_training(self.activation_checkpointing, self.grad_accum)
+        _check_training(self.activation_checkpointing, self.grad_accum, self.pp_schedule, self.pp_microbatches)
 
     @property
     def scale_obj(self) -> Scale:
@@ -161,7 +194,7 @@ class RunCoords:
     @property
     def training(self) -> str:
         """The training options' path form (the `training` wildcard)."""
-        return training_suffix(self.activation_checkpointing, self.grad_accum)
+        return training_suffix(self.activation_checkpointing, self.grad_accum, self.pp_schedule, self.pp_microbatches)
 
     @property
     def run_dir(self) -> str:
@@ -194,7 +227,8 @@ class RunCoords:
         given = {n: (int(values[n]) if n == "repeat" else str(values[n])) for n in PATH_FIELDS}
         for name, default in TRAINING_DEFAULTS.items():
             given[name] = values.get(name, default) if hasattr(values, "get") else default
-        given["grad_accum"] = _as_accumulation(str(given["grad_accum"]))
+        for name in ("grad_accum", "pp_microbatches"):
+            given[name] = _as_accumulation(str(given[name]))
         return cls(**given)
 
     def with_(self, **changes) -> RunCoords:
@@ -212,17 +246,20 @@ class CellKey:
     strategy: str
     activation_checkpointing: str = NO_CHECKPOINTING
     grad_accum: int = NO_ACCUMULATION
+    pp_schedule: str = NO_PIPELINE
+    pp_microbatches: int = NO_PIPELINE_MICROBATCHES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grad_accum", _as_accumulation(self.grad_accum))
-        _check_training(self.activation_checkpointing, self.grad_accum)
+        object.__setattr__(self, "pp_microbatches", _as_accumulation(self.pp_microbatches))
+        _check_training(self.activation_checkpointing, self.grad_accum, self.pp_schedule, self.pp_microbatches)
 
     def as_dict(self) -> dict:
         return dict(vars(self))  # flat fields, as RunCoords.as_dict
 
     @property
     def training(self) -> str:
-        return training_suffix(self.activation_checkpointing, self.grad_accum)
+        return training_suffix(self.activation_checkpointing, self.grad_accum, self.pp_schedule, self.pp_microbatches)
 
     def wildcards(self) -> dict:
         """The cell's path wildcards (WILDCARD_NAMES but repeat) as text."""
@@ -244,7 +281,12 @@ class CellKey:
 
 CELL_FIELDS = [f.name for f in fields(CellKey)]
 RUN_FIELDS = [f.name for f in fields(RunCoords)]
-TRAINING_DEFAULTS = {"activation_checkpointing": NO_CHECKPOINTING, "grad_accum": NO_ACCUMULATION}
+TRAINING_DEFAULTS = {
+    "activation_checkpointing": NO_CHECKPOINTING,
+    "grad_accum": NO_ACCUMULATION,
+    "pp_schedule": NO_PIPELINE,
+    "pp_microbatches": NO_PIPELINE_MICROBATCHES,
+}
 # The coordinates that are path wildcards as they are; the training options are one wildcard.
 PATH_FIELDS = [name for name in RUN_FIELDS if name not in TRAINING_DEFAULTS]
 WILDCARD_NAMES = [*PATH_FIELDS[:-1], "training", "repeat"]

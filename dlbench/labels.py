@@ -104,15 +104,13 @@ def caict(scale: str) -> str:
 
 def with_training_in_strategy(frame):
     """A cells or runs table as tables and figures show it: where a cell trains with activation
-    checkpointing or gradient accumulation, its strategy is written as its run directory writes
+    checkpointing, gradient accumulation or a pipeline schedule, its strategy is written as its run directory writes
     it (`fsdp+ac_full+ga4`), so that every row, series and label that tells cells apart by
     framework, scale and strategy tells these apart too. A table at the defaults: as it is."""
     if frame.empty or not set(TRAINING_DEFAULTS) <= set(frame.columns):
         return frame
-    suffixes = [
-        training_suffix(mode, int(accum))
-        for mode, accum in zip(frame["activation_checkpointing"], frame["grad_accum"], strict=True)
-    ]
+    options = zip(*(frame[name] for name in TRAINING_DEFAULTS), strict=True)
+    suffixes = [training_suffix(mode, int(accum), schedule, int(count)) for mode, accum, schedule, count in options]
     if not any(suffixes):
         return frame
     return frame.assign(strategy=[f"{s}{x}" for s, x in zip(frame["strategy"], suffixes, strict=True)])

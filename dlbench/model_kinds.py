@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dlbench import llm
+from dlbench import llm, pipelining
 from dlbench.recipe import BERT_BASE
 
 SIZE_FIELDS = ("image_size", "seq_len")
@@ -44,6 +44,9 @@ class ModelKind:
     # Why `size` devices per node cannot split a model's blocks: (model, size) -> problem or
     # None; None: its models have no tensor-parallel split.
     tensor_parallel_problem: Callable[[str, int], str | None] | None = None
+    # (model, schedule, pipeline ranks, batch, micro-batches) -> why it cannot be pipelined;
+    # None: its models are not pipelined at all (dlbench.pipelining)
+    pipeline_problem: Callable[[str, str, int, int, int], str | None] | None = None
     memory_estimate: bool = False  # planning/fit.py estimates its memory (dlbench.llm's shapes)
     # Precisions its models cannot train in, with why ({"fp8": ...}: float8 training converts
     # linear layers): a grid that asks for one is a planning error naming the model.
@@ -142,6 +145,7 @@ register_kind(
         "sequence length (PaLM, appendix B)",
         size_problem=llm.sequence_problem,
         tensor_parallel_problem=llm.tensor_parallel_problem,
+        pipeline_problem=pipelining.pipeline_problem,
         memory_estimate=True,
     )
 )

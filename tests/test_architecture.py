@@ -97,6 +97,7 @@ def test_every_package_is_a_stage_and_the_top_level_holds_contracts_only():
         "models",
         "model_kinds",
         "llm",
+        "pipelining",
         "recipe",
         "protocol",
         "steplog",

@@ -64,8 +64,8 @@ def problem(grid_changes: dict) -> str | None:
         (
             {"exclude": [{"framwork": "mxnet"}]},
             "grid.exclude[0]: unknown coordinate 'framwork'; use one of "
-            "['activation_checkpointing', 'batch', 'data', 'framework', 'grad_accum', 'model', 'precision', "
-            "'repeat', 'scale', 'strategy']",
+            "['activation_checkpointing', 'batch', 'data', 'framework', 'grad_accum', 'model', 'pp_microbatches', "
+            "'pp_schedule', 'precision', 'repeat', 'scale', 'strategy']",
         ),
     ],
 )

@@ -29,6 +29,8 @@ def runs(throughputs: dict[str, list[float]]) -> pd.DataFrame:
             "strategy": "single",
             "activation_checkpointing": "none",
             "grad_accum": 1,
+            "pp_schedule": "none",
+            "pp_microbatches": 1,
             "repeat": i,
             "status": "ok",
             "reason": "",

@@ -92,6 +92,8 @@ def planted_runs(drop_per_run: float) -> pd.DataFrame:
                 "strategy": "single" if scale == "1x1" else "ddp",
                 "activation_checkpointing": "none",
                 "grad_accum": 1,
+                "pp_schedule": "none",
+                "pp_microbatches": 1,
                 "repeat": order // 6,
                 "status": "ok",
                 "throughput": base * (1 - drop_per_run * order if fw == "pytorch" else 1),

@@ -121,7 +121,7 @@ def fixture_profiles(root: Path) -> dict:
             name = prefix + ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice" if rank == 3 else f"op{rank}")
             trace = "profile/rank0/trace.json"
             cell = {"framework": framework, "model": "resnet50", "precision": "fp32", "data": "synthetic", "batch": "8"}
-            cell |= {"activation_checkpointing": "none", "grad_accum": 1}
+            cell |= {"activation_checkpointing": "none", "grad_accum": 1, "pp_schedule": "none", "pp_microbatches": 1}
             rows.append({**cell, "scale": "1x1", "strategy": strategy, "profiler": f"{framework}.profiler",
                          "trace": trace, "rank": rank, "operation": name, "self_ms_per_step": 10.0 / rank,
                          "share": 0.5 / rank, "reason": ""})  # fmt: skip

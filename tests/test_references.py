@@ -20,6 +20,8 @@ def cell(**values):
         strategy="single",
         activation_checkpointing="none",
         grad_accum=1,
+        pp_schedule="none",
+        pp_microbatches=1,
         devices=1,
         status="ok",
         throughput=219.0,

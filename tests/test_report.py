@@ -38,6 +38,8 @@ def cell(framework, scale, throughput, model="resnet50", status="ok", cv=0.02, n
         "strategy": "single" if devices == 1 else STRATEGY[framework],
         "activation_checkpointing": "none",
         "grad_accum": 1,
+        "pp_schedule": "none",
+        "pp_microbatches": 1,
         "devices": devices,
         "status": status,
         "reason": extra.pop("reason", ""),
@@ -183,7 +185,7 @@ def test_every_number_is_the_value_of_its_cells():
 
 def test_reference_verdict_sentence():
     common = dict(model="resnet50", precision="fp32", data="synthetic", batch="64", kind="published")
-    common |= dict(activation_checkpointing="none", grad_accum=1)
+    common |= dict(activation_checkpointing="none", grad_accum=1, pp_schedule="none", pp_microbatches=1)
     common |= dict(source="tf_cnn_benchmarks", hardware="DGX-1 (8x V100)", reference_framework="tensorflow")
     refs = pd.DataFrame(
         [

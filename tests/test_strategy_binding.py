@@ -8,7 +8,7 @@ import pytest
 from dlbench.runners import capabilities
 
 STRATEGY_MODULES = {
-    "pytorch": ["dlbench.runners.pytorch.strategies"],
+    "pytorch": ["dlbench.runners.pytorch.strategies", "dlbench.runners.pytorch.pipeline_parallel"],
     "jax": ["dlbench.runners.jax.strategies"],
     "mxnet": ["dlbench.runners.mxnet.strategies"],
     "tensorflow": ["dlbench.runners.tensorflow.strategies", "dlbench.runners.tensorflow.parameter_server"],

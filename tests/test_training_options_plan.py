@@ -48,8 +48,19 @@ def test_a_run_at_the_defaults_keeps_its_directory_and_others_add_a_suffix():
         and CellKey.from_wildcards(both.cell.wildcards()) == both.cell
     )
     assert both.cell.label.endswith("1x2 fsdp+ac_full+ga4") and plain.cell.label.endswith("1x2 fsdp")
-    for mode, accum in (("none", 1), ("selective", 1), ("none", 12), ("full", 2)):
-        assert parse_training(training_suffix(mode, accum)) == {"activation_checkpointing": mode, "grad_accum": accum}
+    for mode, accum, schedule, count in (
+        ("none", 1, "none", 1),
+        ("selective", 1, "none", 1),
+        ("none", 12, "interleaved_1f1b", 4),
+        ("full", 2, "1f1b", 16),
+    ):
+        options = {
+            "activation_checkpointing": mode,
+            "grad_accum": accum,
+            "pp_schedule": schedule,
+            "pp_microbatches": count,
+        }
+        assert parse_training(training_suffix(*options.values())) == options
     # a header or table from before the options existed reads at their defaults
     assert RunCoords.from_dict({k: v for k, v in both.as_dict().items() if k != "grad_accum"}).grad_accum == 1
 
@@ -113,11 +124,19 @@ def test_a_version_1_table_reads_with_the_options_at_their_defaults(tmp_path):
         "strategy",
         "activation_checkpointing",
         "grad_accum",
+        "pp_schedule",
+        "pp_microbatches",
         "scale",
         "throughput",
     ]
     assert read.loc[0, "activation_checkpointing"] == "none" and read.loc[0, "grad_accum"] == 1
-    assert columns.TABLES_SCHEMA == "dlbench.tables/2"
+    assert read.loc[0, "pp_schedule"] == "none" and read.loc[0, "pp_microbatches"] == 1
+    # version 2 had the first two options: the pipeline's join after them
+    read.drop(columns=["pp_schedule", "pp_microbatches"]).assign(grad_accum=2).to_csv(old, index=False)
+    read = columns.read_cells(old, "dlbench.tables/2")
+    assert list(read.columns)[2:6] == ["activation_checkpointing", "grad_accum", "pp_schedule", "pp_microbatches"]
+    assert read.loc[0, "grad_accum"] == 2 and read.loc[0, "pp_schedule"] == "none"
+    assert columns.TABLES_SCHEMA == "dlbench.tables/3"
 
 
 def test_cells_md_tells_the_options_apart_in_its_rows():

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench import labels
-from dlbench.analysis import efficiency, losses, memory, sanity, stability, stats
-from dlbench.analysis.columns import col
+from dlbench.analysis import efficiency, losses, memory, pipeline, sanity, stability, stats
+from dlbench.analysis.columns import col, with_training_defaults
 from dlbench.coords import CELL_FIELDS, RUN_FIELDS, CellKey, RunCoords, Scale
 from dlbench.launch.record import slurm_verdict
 from dlbench.provenance import sha256_file
@@ -99,6 +99,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
     row.update(_measurement(logs, measured))
     row.update(efficiency.run_energy(logs, row[col.measured_samples]), sync=logs[0].header.get("sync", "step"))
     row.update(memory.run_memory(logs, coords))
+    row.update(pipeline.run_pipeline(logs))
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())
     row.update(stability.run_columns(measured), start_time=logs[0].header.get("start_time", ""))
@@ -167,6 +168,7 @@ def cells_table(
 ) -> pd.DataFrame:
     """One row per cell: the preset's statistic across repeats, spread, speedup, efficiency."""
     rows = []
+    runs = with_training_defaults(runs.copy())  # a table made before some options existed
     for key, group in runs.groupby(CELL_FIELDS, sort=True):
         ok = group[group[col.status] == "ok"][col.throughput].dropna().to_numpy()
         statuses = group[col.status].tolist()
@@ -193,6 +195,7 @@ def cells_table(
                 col.python_env: "site" if "site" in set(group.get(col.python_env, ())) else "lock",
                 **efficiency.cell_energy(group),
                 **memory.cell_memory(group),
+                **pipeline.cell_pipeline(group),
                 **_cell_sanity(group),
             }
         )
@@ -254,7 +257,8 @@ def _mean_of_ok(group: pd.DataFrame, column: str) -> float:
 def add_speedup(cells: pd.DataFrame) -> pd.DataFrame:
     """speedup = cell throughput ÷ the 1-device cell with the same other coordinates;
     efficiency = speedup ÷ devices."""
-    base_keys = [f for f in CELL_FIELDS if f not in (col.scale, col.strategy)]
+    # A pipeline's schedule and micro-batches belong to its strategy: one device has neither.
+    base_keys = [f for f in CELL_FIELDS if f not in (col.scale, col.strategy, col.pp_schedule, col.pp_microbatches)]
     single = cells[cells[col.devices] == 1][[*base_keys, col.throughput]].rename(columns={col.throughput: "baseline"})
     single = single.drop_duplicates(subset=base_keys)
     merged = cells.merge(single, on=base_keys, how="left")

@@ -29,10 +29,11 @@ import pandas as pd
 from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS
 from dlbench.schemas import load_schema, schema_path
 
-TABLES_SCHEMA = "dlbench.tables/2"
+TABLES_SCHEMA = "dlbench.tables/3"
 # The versions read_runs/read_cells take; a manifest without `tables_schema` predates it: /1.
-# Version 1 predates the training options: its runs trained at their defaults.
-READABLE = ("dlbench.tables/1", TABLES_SCHEMA)
+# Version 1 predates the training options, version 2 the pipeline's (pp_schedule,
+# pp_microbatches) and bubble columns: their runs trained at the missing options' defaults.
+READABLE = ("dlbench.tables/1", "dlbench.tables/2", TABLES_SCHEMA)
 UNVERSIONED = "dlbench.tables/1"
 # How each schema type is read back (the others: as pandas infers them).
 READ_AS = {"string": str}
@@ -110,13 +111,16 @@ col = SimpleNamespace(**{name: name for table in TABLES for name in table.column
 
 
 def with_training_defaults(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table written before the training options were coordinates (version 1), with them at
-    their defaults after `strategy`; a table that has them, as it is."""
+    """A table written before (some of) the training options were coordinates (versions 1 and
+    2), with the missing ones at their defaults, each after the one before it (the first after
+    `strategy`); a table that has them all, as it is."""
     if "strategy" not in frame.columns or set(TRAINING_DEFAULTS) <= set(frame.columns):
         return frame
-    at = frame.columns.get_loc("strategy") + 1
-    for offset, (name, default) in enumerate(TRAINING_DEFAULTS.items()):
-        frame.insert(at + offset, name, default)
+    previous = "strategy"
+    for name, default in TRAINING_DEFAULTS.items():
+        if name not in frame.columns:
+            frame.insert(frame.columns.get_loc(previous) + 1, name, default)
+        previous = name
     return frame
 
 

@@ -158,7 +158,7 @@ def markdown(cells: pd.DataFrame, protocol: dict, emulated_pairs: frozenset = fr
     data = real_vs_synthetic(cells)
     if not data.empty:
         lines += ["## Synthetic vs real data", "", data.to_markdown(index=False), ""]
-    lines += sanity_lines(cells) + convergence_lines(cells) + memory_lines(cells)
+    lines += sanity_lines(cells) + convergence_lines(cells) + memory_lines(cells) + pipeline_lines(cells)
     energy = efficiency.energy_table(cells)
     if energy is not None:
         lines += ["## Energy per sample and MFU", "", energy.to_markdown(index=False), ""]
@@ -193,19 +193,29 @@ def convergence_lines(cells: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
+def _measured(cells: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The cells with a value in `column` (none where the table lacks it)."""
+    return cells[cells[column].notna()] if column in cells else cells.iloc[0:0]
+
+
+def _where(shown: pd.DataFrame) -> dict:
+    """The tables' first columns below: each cell's framework, model, precision, data and
+    batch; its scale; its strategy."""
+    names = [
+        f"{c[col.framework]} {c[col.model]} {c[col.precision]} {c[col.data]} bs{c[col.batch]}"
+        for _, c in shown.iterrows()
+    ]
+    return {"cell": names, col.scale: shown[col.scale], col.strategy: shown[col.strategy]}
+
+
 def memory_lines(cells: pd.DataFrame) -> list[str]:
     """The Markdown table of each cell's peak memory per rank (dlbench.analysis.memory)."""
-    if col.peak_memory_gib not in cells or not cells[col.peak_memory_gib].notna().any():
+    shown = _measured(cells, col.peak_memory_gib)
+    if shown.empty:
         return []
-    shown = cells[cells[col.peak_memory_gib].notna()]
     table = pd.DataFrame(
         {
-            "cell": [
-                f"{c[col.framework]} {c[col.model]} {c[col.precision]} {c[col.data]} bs{c[col.batch]}"
-                for _, c in shown.iterrows()
-            ],
-            col.scale: shown[col.scale],
-            col.strategy: shown[col.strategy],
+            **_where(shown),
             "GiB per rank": shown[col.peak_memory_gib].round(3),
             **(
                 {"estimated": shown[col.memory_estimate_gib].round(3)}
@@ -217,6 +227,29 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
         }
     )
     return ["## Peak memory per rank", "", table.to_markdown(index=False), ""]
+
+
+def pipeline_lines(cells: pd.DataFrame) -> list[str]:
+    """The Markdown table of the pipeline cells (dlbench.analysis.pipeline): the measured bubble
+    beside the schedule's theory, each stage rank's bubble and peak (its first finished repeat)."""
+    shown = _measured(cells, col.bubble_fraction)
+    if shown.empty:
+        return []
+    table = pd.DataFrame(
+        {
+            **_where(shown),
+            "bubble measured": shown[col.bubble_fraction].round(3),
+            "theory": shown[col.bubble_theory].round(3),
+            "per rank": shown[col.stage_bubbles],
+            "peak GiB per rank": shown[col.stage_peaks_gib],
+        }
+    )
+    note = (
+        "Measured: the share of the schedule's time that the least idle rank (the stage that sets the pace) "
+        "did not compute, mean over the measured steps; theory: the schedule's formula for equal stages "
+        "(docs/frameworks/llm.md, Pipeline parallelism). The strategy names the schedule and micro-batches."
+    )
+    return ["## Pipeline bubbles", "", note, "", table.to_markdown(index=False), ""]
 
 
 def sanity_lines(cells: pd.DataFrame) -> list[str]:

@@ -115,7 +115,12 @@ def key_text(key: tuple) -> str:
     """A cell's key as its run directory writes it: `pytorch/resnet50/.../ddp`, `...fsdp+ac_full`."""
     values = dict(zip(CELL_FIELDS, key, strict=True))
     shown = "/".join(values[f] for f in CELL_FIELDS if f not in TRAINING_DEFAULTS)
-    return shown + training_suffix(values[col.activation_checkpointing], int(values[col.grad_accum]))
+    return shown + training_suffix(
+        values[col.activation_checkpointing],
+        int(values[col.grad_accum]),
+        values[col.pp_schedule],
+        int(values[col.pp_microbatches]),
+    )
 
 
 def unmatched_reason(key: tuple, others: list[tuple], side: str) -> str:

@@ -81,6 +81,7 @@ def time_steps(
     # A step trains grad_accum micro-batches: every one's samples count.
     micro_batches = spec.batch * spec.coords.grad_accum * spec.local_devices
     samples = micro_batches * samples_per_example(spec.coords.model, spec.seq_len)
+    details = runner.step_details() or [{}] * total
     return [
         {
             "i": i,
@@ -90,6 +91,7 @@ def time_steps(
             "samples": samples,
             "data_wait": data_wait[i],
             "loss": _finite_or_none(runner.loss_value(losses[i])),
+            **details[i],
         }
         for i in range(total)
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench import devices, llm
+from dlbench import devices, llm, pipelining
 from dlbench.coords import MIXED_PRECISIONS, SINGLE_DEVICE, CellKey, Scale
 from dlbench.models import CATALOGUE, kind_of
 from dlbench.runners import capabilities
@@ -63,33 +63,54 @@ class Sharding:
     devices: int
     tp: int = 1
     shards_state: bool = False
+    pp: int = 1  # pipeline ranks: each holds its stages' share of the model (Pipeline)
 
     @classmethod
-    def of(cls, scale: str, tensor_parallel: bool, shards_state: bool) -> Sharding:
+    def of(cls, scale: str, tensor_parallel: bool, shards_state: bool, pp: int = 1) -> Sharding:
         s = Scale.parse(scale)
-        return cls(s.devices, s.devices_per_node if tensor_parallel else 1, shards_state)
+        return cls(s.devices, s.devices_per_node if tensor_parallel else 1, shards_state, max(pp, 1))
 
     @property
     def state_shards(self) -> int:
         """The data-parallel ranks a sharded state is split over (1: each holds it whole)."""
-        return self.devices // self.tp if self.shards_state else 1
+        return self.devices // (self.tp * self.pp) if self.shards_state else 1
 
 
-def _activation_bytes_per_token(s: llm.LlamaShape, compute: int, amp: bool, tp: int, checkpointing: str) -> float:
-    """Bytes per token that the blocks keep for backward (docs/memory.md)."""
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline-parallel cell's schedule and micro-batches (dlbench.pipelining)."""
+
+    schedule: str
+    microbatches: int
+
+    def in_flight(self, ranks: int, rank: int) -> float:
+        """The micro-batches whose activations pipeline rank `rank` keeps at its peak, in units
+        of one micro-batch through all its layers: GPipe every one; 1F1B the p − rank of its
+        warm-up; the interleaved schedules Megatron-LM's (p − rank)(1 + (p − 1)/(p·v))."""
+        m, v = self.microbatches, pipelining.schedule(self.schedule).stages_per_rank
+        if self.schedule == "gpipe":
+            return float(m)
+        return min(float(m), (ranks - rank) * (1 + (ranks - 1) / (ranks * v) if v > 1 else 1))
+
+
+def _activation_bytes_per_token(
+    s: llm.LlamaShape, compute: int, amp: bool, tp: int, checkpointing: str, layers: int | None = None
+) -> float:
+    """Bytes per token that the blocks (`layers` of them: all by default) keep for backward (docs/memory.md)."""
+    layers = s.layers if layers is None else layers
     kv = s.kv_heads * s.head_dim
     per_block = RESIDUAL_BYTES_PER_HIDDEN * s.hidden + compute * (
         (COMPUTE_TENSORS_HIDDEN * s.hidden + COMPUTE_TENSORS_KV * kv + COMPUTE_TENSORS_FFN * s.ffn) / tp
         + (AMP_CASTS_HIDDEN * s.hidden if amp else 0)
     )
     if checkpointing == "none":
-        return s.layers * per_block
+        return layers * per_block
     kept = CHECKPOINT_INPUT_BYTES_PER_HIDDEN * s.hidden
     if checkpointing == "selective":
         kept += (
             compute * (SELECTIVE_SAVED_HIDDEN * s.hidden + SELECTIVE_SAVED_KV * kv + SELECTIVE_SAVED_FFN * s.ffn) / tp
         )
-    return s.layers * kept + per_block
+    return layers * kept + per_block
 
 
 def _cast_bytes(s: llm.LlamaShape, whole: float, amp: bool, sharding: Sharding) -> float:
@@ -136,7 +157,48 @@ def estimate_bytes(model: str, precision: str, step: StepShape, sharding: Shardi
     return {**terms, "total": sum(terms.values())}
 
 
-def estimate_gib(model: str, precision: str, step: StepShape, sharding: Sharding, device: str) -> float:
+def pipeline_estimate_bytes(
+    model: str, precision: str, step: StepShape, sharding: Sharding, pipeline: Pipeline, device: str
+) -> dict:
+    """The terms of the pipeline rank that needs the most (docs/memory.md, "Pipeline stages"):
+    its stages' parameters with their gradients and AdamW state (sharded over a stage's data
+    ranks under fsdp_pp), the activations of its in-flight micro-batches through its blocks,
+    and on the last stage their logits (1F1B: one micro-batch's; GPipe: every one's)."""
+    s, plan = llm.shape(model), pipelining.schedule(pipeline.schedule)
+    p, block = sharding.pp, llm.block_parameters(s)
+    counts = pipelining.stage_parameters(model, p * plan.stages_per_rank)
+    ranges = pipelining.split_layers(model, p * plan.stages_per_rank)
+    amp = precision in MIXED_PRECISIONS
+    compute = 2 if amp else 4
+    tokens = step.batch * p * step.seq_len / pipeline.microbatches  # one micro-batch's
+    per_rank = []
+    for rank in range(p):
+        stages = range(rank, p * plan.stages_per_rank, p)
+        held = sum(counts[i] for i in stages)
+        blocks = sum(ranges[i][1] - ranges[i][0] for i in stages)
+        per_token = _activation_bytes_per_token(s, compute, amp, 1, step.activation_checkpointing, blocks)
+        terms = {
+            "state": STATE_BYTES * held / sharding.state_shards,
+            "gathered": GATHERED_BLOCKS * block * 4 if sharding.shards_state else 0.0,
+            "casts": (CAST_BYTES * (held - blocks * block if sharding.shards_state else held)) if amp else 0.0,
+            "activations": pipeline.in_flight(p, rank) * tokens * per_token,
+            # the last stage's logits for as many micro-batches as it keeps (1F1B: one)
+            "logits": (
+                pipeline.in_flight(p, rank) * tokens * s.vocab * (compute + 4 * LOGIT_FP32_TENSORS)
+                if len(counts) - 1 in stages
+                else 0.0
+            ),
+            "runtime": CUDA_RUNTIME_GIB * GIB if device == "cuda" else 0.0,
+        }
+        per_rank.append({**terms, "total": sum(terms.values())})
+    return max(per_rank, key=lambda terms: terms["total"])
+
+
+def estimate_gib(
+    model: str, precision: str, step: StepShape, sharding: Sharding, device: str, pipeline: Pipeline | None = None
+) -> float:
+    if pipeline is not None:
+        return pipeline_estimate_bytes(model, precision, step, sharding, pipeline, device)["total"] / GIB
     return estimate_bytes(model, precision, step, sharding, device)["total"] / GIB
 
 
@@ -147,11 +209,13 @@ def cell_estimate_gib(cell: CellKey, seq_len: int, device: str) -> float | None:
     if cell.model not in CATALOGUE or not kind_of(cell.model).memory_estimate or not str(cell.batch).isdigit():
         return None
     strategy = None if cell.strategy == SINGLE_DEVICE else capabilities(cell.framework).strategy(cell.strategy)
+    ranks = strategy.pipeline_ranks(Scale.parse(cell.scale)) if strategy else 0
     sharding = Sharding.of(
-        cell.scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state)
+        cell.scale, bool(strategy and strategy.tensor_parallel), bool(strategy and strategy.shards_state), ranks
     )
     step = StepShape(int(cell.batch), seq_len, cell.activation_checkpointing, int(cell.grad_accum))
-    return estimate_gib(cell.model, cell.precision, step, sharding, device)
+    pipeline = Pipeline(cell.pp_schedule, int(cell.pp_microbatches)) if ranks > 1 else None
+    return estimate_gib(cell.model, cell.precision, step, sharding, device, pipeline)
 
 
 def device_memory_gib(run: dict) -> float | None:

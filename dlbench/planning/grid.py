@@ -15,6 +15,8 @@ from dlbench import protocol as protocols
 from dlbench.coords import (
     NO_ACCUMULATION,
     NO_CHECKPOINTING,
+    NO_PIPELINE,
+    NO_PIPELINE_MICROBATCHES,
     PROFILE_REPEAT,
     SINGLE_DEVICE,
     CellKey,
@@ -159,6 +161,41 @@ def _tensor_parallel_problem(fw: str, strategy: str, model: str, scale: str) -> 
     return None
 
 
+def _pipeline_problem(fw: str, cell: CellKey) -> str | None:
+    """A pipeline-parallel strategy's cell: N/A for a model whose kind is not pipelined; a
+    ConfigError naming the grid key where the stages, the micro-batches or the schedule do
+    not fit the model and batch (dlbench.pipelining)."""
+    ranks = capabilities(fw).strategy(cell.strategy).pipeline_ranks(Scale.parse(cell.scale))
+    if not ranks:
+        return None
+    check = kind_of(cell.model).pipeline_problem
+    if check is None:
+        return f"{cell.strategy} splits the blocks of an LLM into pipeline stages: {cell.model} is no LLM"
+    if cell.grad_accum > 1:
+        return (
+            f"{cell.strategy} splits a step into pp_microbatches itself: "
+            f"it does not accumulate (grad_accum {cell.grad_accum})"
+        )
+    problem = str(cell.batch).isdigit() and check(
+        cell.model, cell.pp_schedule, ranks, int(cell.batch), int(cell.pp_microbatches)
+    )
+    if problem:
+        raise ConfigError(f"{problem} ({fw}'s {cell.strategy}, {cell.model}, batch {cell.batch}, scale {cell.scale})")
+    return None
+
+
+def cell_pipeline_options(grid: dict, fw: str, strategy: str, batch, scale: str) -> list[tuple[str, int]]:
+    """The (pp_schedule, pp_microbatches) pairs of a cell: the grid's for a pipeline-parallel
+    strategy (micro-batches 0: one sequence each, batch × the pipeline's ranks, resolved here),
+    the defaults for every other."""
+    ranks = 0 if strategy == SINGLE_DEVICE else capabilities(fw).strategy(strategy).pipeline_ranks(Scale.parse(scale))
+    if not ranks:
+        return [(NO_PIPELINE, NO_PIPELINE_MICROBATCHES)]
+    whole = int(batch) * ranks if str(batch).isdigit() else NO_PIPELINE_MICROBATCHES
+    counts = [count or whole for count in grid.get("pp_microbatches", [0])]
+    return [(name, count) for name in grid.get("pp_schedule", ["1f1b"]) for count in counts]
+
+
 def planned_sizes(run: dict, model: str) -> tuple[int, int]:
     """(image size, sequence length) `model`'s runs train at: run.image_size and run.seq_len, 0
     meaning the catalogue entry's default of the size its kind trains at. Resolved here alone,
@@ -210,13 +247,20 @@ def planned_cells(grid: dict):
     for fw, model, precision, data, batch, scale in combos:
         strategies = [SINGLE_DEVICE] if Scale.parse(scale).devices == 1 else grid["strategies"][fw]
         for strategy, (mode, accum) in itertools.product(strategies, cell_training_options(grid, batch, scale)):
-            cell = CellKey(fw, model, precision, data, str(batch), scale, strategy, mode, accum)
-            values = cell.as_dict()
-            if any(_matches(rule, values) for rule in grid.get("exclude", [])):
-                continue
-            if grid.get("only") and not any(_matches(rule, values) for rule in grid["only"]):
-                continue
-            yield cell
+            for schedule, microbatches in cell_pipeline_options(grid, fw, strategy, batch, scale):
+                cell = CellKey(
+                    fw, model, precision, data, str(batch), scale, strategy, mode, accum, schedule, microbatches
+                )
+                if _kept(grid, cell):
+                    yield cell
+
+
+def _kept(grid: dict, cell: CellKey) -> bool:
+    """The grid's exclude/only rules keep `cell`."""
+    values = cell.as_dict()
+    if any(_matches(rule, values) for rule in grid.get("exclude", [])):
+        return False
+    return not grid.get("only") or any(_matches(rule, values) for rule in grid["only"])
 
 
 # Looked up once per framework, strategy and scale, not once per cell.
@@ -241,6 +285,7 @@ def why_unavailable(config: dict, cell: CellKey) -> str | None:
             _strategy_unavailable(fw, cell.strategy, cell.scale, device)
             or caps.strategy(cell.strategy).model_unavailable(model)
             or _tensor_parallel_problem(fw, cell.strategy, model, cell.scale)
+            or _pipeline_problem(fw, cell)
         )
     why = why or training_option_unavailable(fw, model, cell.activation_checkpointing, cell.grad_accum)
     return why or _unfit(config, cell)

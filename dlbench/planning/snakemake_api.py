@@ -50,7 +50,15 @@ class RunWildcards(dict):
         super().__init__(*args, **kwargs)
         for name, default in TRAINING_DEFAULTS.items():
             self.setdefault(name, str(default))
-        self.setdefault("training", training_suffix(self["activation_checkpointing"], int(self["grad_accum"])))
+        self.setdefault(
+            "training",
+            training_suffix(
+                self["activation_checkpointing"],
+                int(self["grad_accum"]),
+                self["pp_schedule"],
+                int(self["pp_microbatches"]),
+            ),
+        )
 
     @classmethod
     def of(cls, run: RunCoords) -> RunWildcards:

@@ -128,6 +128,11 @@ class Runner:
         """Turn a loss handle into a float (called after the timed loop)."""
         return float(handle)
 
+    def step_details(self) -> list[dict] | None:
+        """Per step, fields the step record adds (a pipeline's `bubble`), read after the timed
+        loop; None: none."""
+        return None
+
     def device_memory(self) -> dict | None:
         """The run's peak device memory, read after the timed loop for the footer:
         {peak_bytes, limit_bytes, method}; None where the device reports none (a CPU)."""

@@ -28,6 +28,8 @@ DEVICES = ("cpu", "cuda")
 # An environment's name: envs/<name>.txt, .venvs/<name> (a device's: <framework>-<device>).
 ENV_NAME = r"[a-z][a-z0-9_]*(-[a-z0-9]+)?"
 _COLOUR = r"#[0-9a-fA-F]{6}"
+# What a pipeline-parallel strategy's ranks are (Strategy.pipeline): none, every device, a node.
+PIPELINE_SPANS = ("", "devices", "nodes")
 
 
 class ProcessLayout(Enum):
@@ -99,6 +101,10 @@ class Strategy:
     # Shards the parameters, gradients and optimizer state over the data-parallel ranks (FSDP,
     # ZeRO-3): what a rank holds, for planning's memory estimate (dlbench.planning.fit).
     shards_state: bool = False
+    # Pipeline parallelism (LLMs): "devices", every device a pipeline rank (pp); "nodes", a
+    # pipeline rank per node and the state sharded over a node's devices (fsdp_pp); "" none.
+    # Its cells take the grid's pp_schedule and pp_microbatches (dlbench.pipelining).
+    pipeline: str = ""
     # The model kinds (dlbench.model_kinds' names) it trains; empty: every kind. A
     # model of another kind is an N/A cell with `kind_reason`.
     model_kinds: tuple[str, ...] = ()
@@ -124,6 +130,12 @@ class Strategy:
         for name in ("single_node", "tensor_parallel", "shards_state"):
             if not isinstance(getattr(self, name), bool):
                 _fail(owner, name, "expected True or False")
+        if self.pipeline not in PIPELINE_SPANS:
+            _fail(owner, "pipeline", f"expected one of {PIPELINE_SPANS}")
+
+    def pipeline_ranks(self, scale: Scale) -> int:
+        """The ranks one pipeline spans at `scale` (0: no pipeline)."""
+        return {"": 0, "devices": scale.devices, "nodes": scale.nodes}[self.pipeline]
 
     def why_not(self, scale: Scale, device: str) -> str | None:
         """Why this strategy cannot run at `scale` on `device` (None: it can)."""

@@ -155,6 +155,8 @@ TESTS = {
     ("pytorch", "ddp"): "tests/frameworks/test_pytorch.py::test_ddp_reproduces_the_single_device_losses",
     ("pytorch", "fsdp"): "tests/frameworks/test_llm.py::test_pytorch_strategy_reproduces_the_single_device_losses",
     ("pytorch", "fsdp_tp"): "tests/frameworks/test_llm.py::test_pytorch_strategy_reproduces_the_single_device_losses",
+    ("pytorch", "pp"): "tests/frameworks/test_llm_pipeline.py::test_pipeline_reproduces_the_single_device_losses",
+    ("pytorch", "fsdp_pp"): "tests/frameworks/test_llm_pipeline.py::test_pipeline_reproduces_the_single_device_losses",
     ("tensorflow", "multi_worker_mirrored"): _TF + "test_two_worker_mirrored_run_reproduces_the_single_device_losses",
     ("tensorflow", "replicated_copy"): _REPLICATED,
     ("tensorflow", "replicated_pscpu"): _REPLICATED,

@@ -12,6 +12,7 @@ import os
 from dlbench.runners import training_option_unavailable
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import run_training_options
+from dlbench.runners.jax import strategies
 from dlbench.runners.jax.workloads import WORKLOADS
 from dlbench.runners.plugin import Capabilities, ProcessLayout, Strategy
 
@@ -57,6 +58,14 @@ CAPABILITIES = Capabilities(
             shards_state=True,
             model_kinds=("llm",),
             kind_reason="its sharding rules are written for the Llama's parameters",
+        ),
+        Strategy(
+            "pp",
+            "pipeline parallelism: not offered in JAX (its cells say why)",
+            unavailable=strategies.PIPELINE_UNAVAILABLE,
+            pipeline="devices",
+            model_kinds=("llm",),
+            kind_reason="its stages would be a Llama's blocks",
         ),
     ),
     device_envs={"cuda": "jax-cuda"},  # envs/jax-cuda.txt (docs/gpu.md)

@@ -10,6 +10,13 @@ from dlbench.runners.plugin import StrategyClasses
 
 STRATEGIES = StrategyClasses("jax")
 
+# Why JAX's `pp` cells are N/A (Capabilities: the strategy is declared, so a grid asking for it
+# keeps its cells with this reason rather than failing).
+PIPELINE_UNAVAILABLE = (
+    "JAX has no pipeline-parallel API, and no maintained library in the lock pipelines a model it did "
+    "not write: MaxText's and Praxis' pipelines (a vmap over stages, ppermute between them) run their own layers"
+)
+
 # Tensor-parallel roles of a Llama's parameters (dlbench.runners.jax.llm), by module name: the
 # kernel dimension split on the `tensor` axis (Megatron-LM's layout; MaxText's logical rules
 # put the vocabulary of the embedding and the head on `tensor` too).
@@ -126,3 +133,12 @@ class FSDPTensorParallel(FSDP):
             "tensor": "blocks: q k v gate up by columns, o down by rows; embedding and head by vocabulary; norms whole",
             "fsdp": self.RULE,
         }
+
+
+@STRATEGIES.binds("pp")
+class Pipeline:
+    """Declared unavailable (PIPELINE_UNAVAILABLE): planning never launches it; a run by hand
+    fails at once with the reason."""
+
+    def __init__(self, spec, devices: list):
+        raise ValueError(f"jax's pp: {PIPELINE_UNAVAILABLE}")

@@ -1,7 +1,8 @@
 """PyTorch runner: torchvision CNNs (SGD with momentum), Hugging Face BertForPreTraining
 (Adam), its own Llama (AdamW; llm.py, docs/frameworks/llm.md), one workload object per model
-kind (workloads.py), DDP or FSDP2 across devices. docs/frameworks/pytorch.md explains the fast
-path, the input pipelines and the strategies. Importing this package does not import torch."""
+kind (workloads.py), DDP, FSDP2 or pipeline stages across devices. docs/frameworks/pytorch.md
+explains the fast path, the input pipelines and the strategies. Importing this package does
+not import torch."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from dlbench.runners._hyperparameters import linear_schedule, loss_scaling_recor
 from dlbench.runners.base import Runner as BaseRunner
 from dlbench.runners.base import TrainingOptions, address_space_capped, run_training_options
 from dlbench.runners.plugin import Capabilities, Option, Strategy
-from dlbench.runners.pytorch import clock, float8, strategies
+from dlbench.runners.pytorch import (
+    clock,
+    float8,
+    pipeline_parallel,  # noqa: F401 (binds pp and fsdp_pp)
+    strategies,
+)
 from dlbench.runners.pytorch.collectives import allreduce_times  # noqa: F401 (the prescreen's, by name)
 from dlbench.runners.pytorch.workloads import WORKLOADS
 
@@ -45,6 +51,24 @@ CAPABILITIES = Capabilities(
             "FFN split, ColwiseParallel/RowwiseParallel), FSDP2 across nodes (gloo on CPU, NCCL on GPU)",
             tensor_parallel=True,
             shards_state=True,
+        ),
+        Strategy(
+            "pp",
+            "PyTorch pipeline parallelism (torch.distributed.pipelining): the Llama's blocks split into stages "
+            "across the devices, micro-batches driven by the cell's schedule (1F1B, interleaved, zero bubble), "
+            "the loss on the last stage (gloo on CPU, NCCL on GPU)",
+            pipeline="devices",
+            model_kinds=("llm",),
+            kind_reason="its stages are a Llama's blocks",
+        ),
+        Strategy(
+            "fsdp_pp",
+            "PyTorch 2-D DeviceMesh: pipeline stages across the nodes (torch.distributed.pipelining), FSDP2 "
+            "over a node's devices within each stage (gloo on CPU, NCCL on GPU)",
+            pipeline="nodes",
+            shards_state=True,
+            model_kinds=("llm",),
+            kind_reason="its stages are a Llama's blocks",
         ),
         # Horovod does not build against the locked torch (README, Strategies): its cells say why.
         _horovod.strategy(),
@@ -115,6 +139,7 @@ class Runner(BaseRunner):
         if fp8:
             _check_float8(spec, torch, self.device)
         self.strategy = strategies.for_run(spec)
+        self.pipelined = self.strategy.schedules_micro_batches
         self.strategy.start(spec, self.device)
         # The run's model kind picks its workload (workloads.py): model, optimizer, data, loss.
         self.workload = WORKLOADS(spec.coords.model)(spec, torch, self.device)
@@ -178,8 +203,11 @@ class Runner(BaseRunner):
         """One optimizer update after the forward and backward passes of the step's
         micro-batches (one without gradient accumulation); the loss is their mean."""
         self.optimizer.zero_grad(set_to_none=True)
-        parts = self.workload.micro_batches(batch, self.grad_accum)
-        loss = self._backward(parts[0], 1) if len(parts) == 1 else self._accumulate(parts)
+        if self.pipelined:
+            loss = self._pipeline(batch)
+        else:
+            parts = self.workload.micro_batches(batch, self.grad_accum)
+            loss = self._backward(parts[0], 1) if len(parts) == 1 else self._accumulate(parts)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -188,6 +216,15 @@ class Runner(BaseRunner):
         if self.schedule is not None:
             self.schedule.step()
         return loss
+
+    def _pipeline(self, batch):
+        """A pipeline-parallel step: the strategy's schedule runs the micro-batches' forward
+        and backward passes over its stages (under autocast where amp asks for it)."""
+        tokens = self.workload.step_tokens(batch)
+        if self.autocast_dtype is None:
+            return self.strategy.train_step(tokens)
+        with self.torch.autocast(self.device.type, dtype=self.autocast_dtype):
+            return self.strategy.train_step(tokens)
 
     def _accumulate(self, parts: list):
         """Gradient accumulation: the micro-batches' gradients summed, each loss scaled by
@@ -223,7 +260,10 @@ class Runner(BaseRunner):
         return super().timing()
 
     def loss_value(self, handle) -> float:
-        return float(handle)
+        return self.strategy.loss_value(handle) if self.pipelined else float(handle)
+
+    def step_details(self) -> list[dict] | None:
+        return self.strategy.step_details() if self.pipelined else None
 
     def device_memory(self) -> dict | None:
         if getattr(self, "device", None) is None or self.device.type != "cuda":

@@ -144,21 +144,56 @@ class Llama(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
 
     def forward(self, tokens):
-        positions = torch.arange(tokens.shape[1], device=tokens.device, dtype=torch.float32)
-        angles = torch.outer(positions, self.inv_freq.float())
-        angles = torch.cat((angles, angles), dim=-1)
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = rope_tables(self.inv_freq, tokens.shape[1], tokens.device)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin)
         return self.head(self.norm(x))
 
 
+def rope_tables(inv_freq, seq_len: int, device):
+    """RoPE's cos and sin per position, halves repeated (rotate's layout)."""
+    positions = torch.arange(seq_len, device=device, dtype=torch.float32)
+    angles = torch.outer(positions, inv_freq.float())
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+class LlamaStage(nn.Module):
+    """One pipeline stage of a Llama: its blocks [first, last) under their indices in the
+    whole model (parameter names as the model's, as torchtitan keeps them), the embedding on
+    the first stage, the final norm and head on the last. Its input is the token ids on the
+    first stage, the residual stream elsewhere; its output the logits on the last."""
+
+    def __init__(self, model: Llama, first: int, last: int):
+        super().__init__()
+        self.embed = model.embed if first == 0 else None
+        self.blocks = nn.ModuleDict({str(i): model.blocks[i] for i in range(first, last)})
+        whole = last == len(model.blocks)
+        self.norm, self.head = (model.norm, model.head) if whole else (None, None)
+        self.register_buffer("inv_freq", model.inv_freq, persistent=False)
+
+    def shard_units(self):
+        return list(self.blocks.values())
+
+    def forward(self, x):
+        cos, sin = rope_tables(self.inv_freq, x.shape[1], x.device)
+        if self.embed is not None:
+            x = self.embed(x)
+        for block in self.blocks.values():
+            x = block(x, cos, sin)
+        return x if self.head is None else self.head(self.norm(x))
+
+
+def logits_loss(logits, targets):
+    """The mean cross-entropy of each next token, float32 logits over every position."""
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
 def loss(model, tokens):
     """Causal LM: the mean cross-entropy of each next token (float32 logits), over every
     position of the batch. `tokens`: (batch, seq_len + 1)."""
-    logits = model(tokens[:, :-1])
-    return F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+    return logits_loss(model(tokens[:, :-1]), tokens[:, 1:])
 
 
 def tokens(spec, generator, shard=(0, 1, 1)):

@@ -21,6 +21,9 @@ class Single:
     # FSDP2's MixedPrecisionPolicy where the sharding itself computes amp (set in wrap_model);
     # None: the runner's step runs under autocast (amp) or in float32.
     mixed_precision = None
+    # A pipeline's schedule runs a step's forward and backward passes (`train_step`,
+    # pipeline_parallel.py); False: the runner's own micro-batch loop does.
+    schedules_micro_batches = False
 
     def start(self, spec, device) -> None:
         pass

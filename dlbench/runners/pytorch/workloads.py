@@ -49,6 +49,10 @@ class TorchWorkload(Workload):
         """(optimizer, learning-rate schedule or None)."""
         raise NotImplementedError
 
+    def step_tokens(self, batch):
+        """The step's rows (a pipeline's schedule splits them into its micro-batches itself)."""
+        return self.tokens if batch is None else batch[0]
+
     def micro_batches(self, batch, count: int) -> list:
         """The step's `count` micro-batches of `batch` (None: the synthetic batch), each as
         `loss` takes it; a workload that declares no accumulation has one, the batch."""
@@ -179,6 +183,10 @@ class CausalLM(TorchWorkload):
             return pipeline.forever(loader)
         self.tokens = llm.tokens(spec, generator, strategy.data_shard(spec)).to(self.device)
         return None
+
+    def step_tokens(self, batch):
+        """The step's rows (a pipeline's schedule splits them into its micro-batches itself)."""
+        return self.tokens if batch is None else batch[0]
 
     def micro_batches(self, batch, count: int) -> list:
         """Consecutive slices of the step's rows (the synthetic share or a real batch of
