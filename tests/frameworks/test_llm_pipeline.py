@@ -23,7 +23,7 @@ from dlbench.planning import config as dlbench_config
 from dlbench.planning import fit
 from dlbench.planning.grid import ConfigError, expand
 from dlbench.steplog import read_steplog
-from tests.conftest import REPO, framework_python
+from tests.conftest import REPO, SHARED_CORES_ENV, framework_python
 from tests.frameworks import equivalence
 
 CASE = {"model": "llama_small", "batch": 4}  # the global batch
@@ -136,7 +136,7 @@ def _launch_nodes(run_dir, strategy: str, *extra, nodes: int = 2, per_node: int 
     procs = []
     for rank in range(world):
         env = {
-            "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp",
+            "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp", **SHARED_CORES_ENV,
             "DLBENCH_RANK": str(rank), "DLBENCH_WORLD_SIZE": str(world),
             "DLBENCH_LOCAL_RANK": str(rank % per_node), "DLBENCH_LOCAL_WORLD_SIZE": str(per_node),
             "DLBENCH_MASTER_ADDR": "127.0.0.1", "DLBENCH_MASTER_PORT": str(port),
