@@ -17,7 +17,7 @@ GIB = 2**30
 DEVICE, HOST, HOST_RUN = "device allocator peak", "host peak RSS (measured window)", "host peak RSS (whole run)"
 
 
-def _rank_peak(log) -> tuple[float, str, float]:
+def rank_peak(log) -> tuple[float, str, float]:
     """(bytes, basis, capacity bytes or NaN) of one rank; NaN where its device's memory is not
     recorded (a GPU run's log older than `device_memory`: the host's RSS is not the GPU's)."""
     footer = log.footer or {}
@@ -37,7 +37,7 @@ def run_memory(logs, coords) -> dict:
     """A run's memory columns: the largest rank's peak in GiB, what it measures, its share of
     the allocator's limit where one is reported (PyTorch: the device's memory; JAX: the pool
     XLA preallocated, 75 % of the device by default), and planning's estimate."""
-    peaks = [_rank_peak(log) for log in logs]
+    peaks = [rank_peak(log) for log in logs]
     peak, basis, capacity = max(peaks, key=lambda p: -1.0 if math.isnan(p[0]) else p[0])
     header = logs[0].header or {}
     estimate = fit.cell_estimate_gib(coords.cell, int(header.get("seq_len") or 0), header.get("device", "cpu"))

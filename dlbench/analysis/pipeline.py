@@ -7,11 +7,12 @@ rank's peak memory. Empty for every other run. cells.md's table of them: tables.
 from __future__ import annotations
 
 import math
-import statistics
 
 import pandas as pd
 
+from dlbench.analysis import stats
 from dlbench.analysis.columns import col
+from dlbench.analysis.memory import rank_peak
 
 GIB = 2**30
 COLUMNS = (col.bubble_fraction, col.bubble_theory)
@@ -19,16 +20,7 @@ COLUMNS = (col.bubble_fraction, col.bubble_theory)
 
 def _rank_bubble(log) -> float:
     values = [s["bubble"] for s in log.measured_steps() if "bubble" in s]
-    return statistics.fmean(values) if values else math.nan
-
-
-def _rank_peak_gib(log) -> float:
-    footer = log.footer or {}
-    device = footer.get("device_memory")
-    if device:
-        return (device.get("reserved_bytes") or device["peak_bytes"]) / GIB
-    rss = footer.get("window_rss_mb")
-    return rss * 2**20 / GIB if rss is not None else math.nan
+    return stats.mean(values)
 
 
 def run_pipeline(logs) -> dict:
@@ -47,7 +39,7 @@ def run_pipeline(logs) -> dict:
         col.bubble_fraction: min(known) if known else math.nan,
         col.bubble_theory: float(pipeline["theoretical_bubble"]),
         col.stage_bubbles: ";".join(f"{b:.3f}" for b in bubbles),
-        col.stage_peaks_gib: ";".join(f"{_rank_peak_gib(log):.3f}" for log in logs),
+        col.stage_peaks_gib: ";".join(f"{rank_peak(log)[0] / GIB:.3f}" for log in logs),
     }
 
 
