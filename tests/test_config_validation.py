@@ -117,3 +117,9 @@ def test_command_line_scalars_are_read_as_the_schema_types_them():
     config["run"]["exclusive"] = "yes please"
     with pytest.raises(ConfigError, match="run.exclusive: 'yes please' is not of type 'boolean'"):
         checked_grid(config)
+    # a setting that is an integer or a word (repeats: 3 or auto) is read as either
+    for given, read in (("1", 1), ("auto", "auto")):
+        config["run"]["exclusive"] = "true"
+        config["protocol"] = {**config["protocol"], "repeats": given}
+        checked_grid(config)
+        assert config["protocol"]["repeats"] == read

@@ -67,9 +67,18 @@ def fill_defaults(config: dict) -> None:
 _SCALAR_TYPES = {"boolean": bool, "integer": int, "number": (int, float)}
 
 
-def _command_line_scalar(value: str, subschema: dict):
+def _types(subschema: dict) -> list[str]:
+    """The JSON types a setting may take, its oneOf/anyOf branches' included (repeats: an
+    integer or `auto`)."""
     wanted = subschema.get("type")
-    wanted = [wanted] if isinstance(wanted, str) else (wanted or [])
+    types = [wanted] if isinstance(wanted, str) else list(wanted or [])
+    for branch in subschema.get("oneOf", []) + subschema.get("anyOf", []):
+        types += _types(branch)
+    return types
+
+
+def _command_line_scalar(value: str, subschema: dict):
+    wanted = _types(subschema)
     if "string" in wanted or not any(t in _SCALAR_TYPES for t in wanted):
         return value
     try:
