@@ -313,17 +313,6 @@ def test_amp_run_uses_bfloat16_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_bert_base_trains(tmp_path):
-    # Short sequences keep it quick; the model is the full 110 M-parameter BERT-base.
-    launch(tmp_path / "run", "--seq-len", "32", model="bert_base", batch=2, steps=(0, 8))
-    log = ok_log(tmp_path / "run/rank0.steps.jsonl")
-    assert log.header["framework"]["trainable_params"] == 110_106_428
-    assert log.header["seq_len"] == 32
-    values = losses(log)
-    assert sum(values[-2:]) < sum(values[:2])
-
-
-@pytest.mark.slow
 def test_xla_compiled_step(tmp_path):
     launch(tmp_path / "run", "--compile", model="alexnet", image_size=64, steps=(1, 3))
     log = ok_log(tmp_path / "run/rank0.steps.jsonl")
@@ -454,12 +443,16 @@ def test_real_images_replicated_on_two_logical_cpu_devices(tmp_path, tfrecords):
 
 
 def test_real_bert_examples(tmp_path, bert_examples):
+    """The full 110 M-parameter BERT-base through the launcher, on real examples at short
+    sequences (that it learns: tests/frameworks/test_bert.py, at tiny sizes)."""
     launch(
         tmp_path / "run", "--seq-len", "32", "--data-dir", str(bert_examples),
         model="bert_base", batch=2, steps=(2, 3), data="real",
     )  # fmt: skip
     log = ok_log(tmp_path / "run/rank0.steps.jsonl")
     check_real_data_steps(log, samples=2)
+    assert log.header["framework"]["trainable_params"] == 110_106_428
+    assert log.header["seq_len"] == 32
     assert log.header["framework"]["input_pipeline"].startswith(
         "tf.data from the tokenised examples in memory (32 x 32)"
     )
