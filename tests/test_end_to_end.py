@@ -1,6 +1,7 @@
 """The whole pipeline on a tiny grid: Snakemake → runs → tables → figures → report (the
 session's one run, tests/tiny_pipeline.py)."""
 
+import json
 import shutil
 
 import pandas as pd
@@ -57,6 +58,10 @@ def test_real_data_cells_compare_with_synthetic_and_show_the_data_wait(finished)
     log = next((finished / "results/runs/pytorch/resnet50/fp32/real").rglob("rank1.steps.jsonl"))
     steps = [line for line in log.read_text().splitlines() if '"type":"step"' in line.replace(" ", "")]
     assert steps and all('"data_wait"' in line for line in steps)
+    header = json.loads(log.read_text().splitlines()[0])
+    assert header["framework"]["input_pipeline"].startswith("DataLoader(ImageFolder")  # PyTorch's own format
+    manifest = json.loads(next((finished / "results/data/imagefolder").rglob("manifest.json")).read_text())
+    assert manifest["format"] == "imagefolder"
     html = (finished / "results/report/index.html").read_text()
     assert "Synthetic vs real data" in html and "real ÷ synthetic" in html
     assert "Synthetic vs real data" in (finished / "results/tables/cells.md").read_text()
