@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dlbench.images import podman as images
@@ -287,5 +288,48 @@ def test_a_grid_runs_through_snakemake_in_the_sif_to_the_report_and_the_audit(ap
     assert software[0]["container"].startswith("apptainer "), software
     assert (workdir / "results/report/index.html").exists()
     audit = apptainer_pipeline["audit"]
+    assert audit.returncode == 0, audit.stderr[-3000:]
+    assert (workdir / "results/audit/verdict.txt").read_text().startswith("PASSED")
+
+
+# The embedded default grid (config/config.yaml: PyTorch, TensorFlow, MXNet and JAX; ResNet-50
+# and llama_small; 1 and 2 ranks) with every rank in its framework's .sif, the local launcher.
+# One repeat of each of its 13 cells keeps it to minutes once the .sif files exist.
+DEFAULT_GRID_IN_SIFS = ["--config", "run={container: apptainer}", "protocol={repeats: 1}"]
+DEFAULT_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax")
+
+
+@pytest.fixture(scope="module")
+def default_grid_in_sifs(tmp_path_factory) -> dict:
+    """The default grid to the report, then the audit. The podman images are made first when
+    missing (minutes each); the workflow's rule apptainer_sif makes and pins the .sif files."""
+    for framework in DEFAULT_FRAMEWORKS:
+        images.ensure(framework, STORE)
+    workdir = tmp_path_factory.mktemp("apptainer-default")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    cmd += ["--profile", str(REPO / "profiles/local"), *DEFAULT_GRID_IN_SIFS]
+    env = {**os.environ, "DLBENCH_IMAGES": str(STORE)}
+    done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=7200)
+    audit = subprocess.run([*cmd, "-f", "audit"], cwd=workdir, env=env, capture_output=True, text=True, timeout=1800)
+    return {"workdir": workdir, "done": done, "audit": audit}
+
+
+@pytest.mark.slow
+@needs_apptainer
+def test_the_default_grid_runs_in_the_sifs_to_the_report_and_the_audit(default_grid_in_sifs):
+    workdir, done = default_grid_in_sifs["workdir"], default_grid_in_sifs["done"]
+    assert done.returncode == 0, done.stderr[-4000:]
+    locks = {fw: json.loads((STORE / f"{fw}.sif.lock.json").read_text()) for fw in DEFAULT_FRAMEWORKS}
+    runs = pd.read_csv(workdir / "results/tables/runs.csv")
+    assert set(runs["framework"]) == set(DEFAULT_FRAMEWORKS) and (runs["status"] == "ok").all(), runs
+    assert len(runs) == 13, runs  # the default's cells, one repeat each
+    for run in (workdir / "results/runs").glob("*/*/*/*/*/*/*/rep1"):
+        framework = run.relative_to(workdir / "results/runs").parts[0]
+        ranks = len(list(run.glob("rank*.steps.jsonl")))
+        rank_headers(run, ranks, locks[framework])
+    software = json.loads((workdir / "results/tables/environment.json").read_text())["software"]
+    assert {entry["container"].split()[0] for entry in software} == {"apptainer"}, software
+    assert (workdir / "results/report/index.html").exists()
+    audit = default_grid_in_sifs["audit"]
     assert audit.returncode == 0, audit.stderr[-3000:]
     assert (workdir / "results/audit/verdict.txt").read_text().startswith("PASSED")
