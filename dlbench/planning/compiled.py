@@ -135,25 +135,48 @@ def prepare(
     batches = _batches(list(missing.values()))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         outcomes = list(pool.map(lambda batch: _spawn(batch, run), batches))
-    failures = []
     for batch, results in zip(batches, outcomes, strict=True):
         for shape, result in zip(batch, results, strict=True):
-            if "error" in result:
-                failures.append(f"  {_named(shape)}: {result['error']}: the formula's estimate is used")
+            if result.get("spawn"):  # the process, not the shape, failed: asked again next time
                 continue
             path = cache_path(shape, cache_dir)
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")  # another planner may write it too
             partial.write_text(json.dumps({"shape": shape, **result}, indent=1))
             os.replace(partial, path)
+    failures = [
+        f"  {_named(s)}: {error}: the formula's estimate is used"
+        for s, error in _errors(shapes, outcomes, batches, cache_dir)
+    ]
     if workdir_copy:
         _copy(shapes, cache_dir, workdir_copy)
-    made = len(missing) - len(failures)
+    made = sum(1 for batch, results in zip(batches, outcomes, strict=True) for r in results if "error" not in r)
     lines = [
         f"memory estimates from the compilers: {len(shapes)} shape(s), {len(shapes) - len(missing)} cached, "
         f"{made} made now ({cache_dir or CACHE_DIR}), {len(failures)} failed"
     ]
     return lines + failures
+
+
+def _errors(shapes, outcomes, batches, cache_dir):
+    """(shape, error) of every shape without an estimate: its process's failure now, or the
+    estimator's error as cached (a shape it cannot estimate is not asked again)."""
+    failed = {
+        key(s): r["error"]
+        for b, rs in zip(batches, outcomes, strict=True)
+        for s, r in zip(b, rs, strict=True)
+        if r.get("spawn")
+    }
+    for shape in shapes:
+        if key(shape) in failed:
+            yield shape, failed[key(shape)]
+            continue
+        try:
+            error = json.loads(cache_path(shape, cache_dir).read_text()).get("error")
+        except (OSError, ValueError):
+            error = "no estimate"
+        if error:
+            yield shape, error
 
 
 def _copy(shapes: list[dict], cache_dir, workdir_copy: str) -> None:
@@ -187,7 +210,7 @@ def _spawn(batch: list[dict], run: dict) -> list[dict]:
     framework, device = batch[0]["coords"]["framework"], batch[0]["device"]
     python = python_of(framework, device, run)
     if not os.access(python, os.X_OK):
-        return [{"error": f"no {framework} environment at {python} yet"}] * len(batch)
+        return [{"error": f"no {framework} environment at {python} yet", "spawn": True}] * len(batch)
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
     try:
         done = subprocess.run(
@@ -201,10 +224,12 @@ def _spawn(batch: list[dict], run: dict) -> list[dict]:
         )
         results = json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:
-        return [{"error": f"{framework}'s estimator: {error}"}] * len(batch)
+        return [{"error": f"{framework}'s estimator: {error}", "spawn": True}] * len(batch)
     if not isinstance(results, list) or len(results) != len(batch):
         tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        return [{"error": f"{framework}'s estimator exited {done.returncode}: {tail[0][:300]}"}] * len(batch)
+        return [{"error": f"{framework}'s estimator exited {done.returncode}: {tail[0][:300]}", "spawn": True}] * len(
+            batch
+        )
     return results
 
 

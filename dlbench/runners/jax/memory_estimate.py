@@ -70,13 +70,14 @@ def estimate(request: dict) -> dict:
     os.environ.setdefault("JAX_PLATFORMS", "cpu" if spec.device == "cpu" else "cuda")
     import jax
 
+    from dlbench.coords import Scale
     from dlbench.runners.jax import train
 
     memory = train.compiled_memory(compiled_step(spec, jax))
     if memory is None:
         return {"error": f"XLA gives no memory analysis on {jax.default_backend()}"}
-    # On a GPU a run measures one device; on the CPU the process, which drives every device.
-    per_process = spec.local_devices if spec.device == "cpu" else 1
+    # On a GPU a run measures one device; on the CPU the process, which drives a node's devices.
+    per_process = Scale.parse(spec.coords.scale).devices_per_node if spec.device == "cpu" else 1
     return {"tensors": memory["peak"] * per_process, "runtime": (status_kb("VmRSS") or 0) * 1024, "xla": memory}
 
 
