@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,6 +130,8 @@ def prepare(
     of it: the count, and each failure, whose cells keep the formula."""
     if not shapes:
         return []
+    from concurrent.futures import ThreadPoolExecutor  # only where an LLM grid is planned
+
     missing = {key(s): s for s in shapes if not cache_path(s, cache_dir).exists()}
     batches = _batches(list(missing.values()))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
