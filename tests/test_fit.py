@@ -106,7 +106,12 @@ def test_the_default_cpu_grid_is_never_refused_without_a_device_memory():
 
 def test_a_dry_run_lists_the_cells_that_cannot_fit(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
-    cmd += ["--configfile", str(REPO / "config/grids/llm.yaml"), "--config", "run={device_memory_gib: 40}"]
+    cmd += [
+        "--configfile",
+        str(REPO / "config/grids/llm.yaml"),
+        "--config",
+        "run={device_memory_gib: 40, memory_estimate: formula}",
+    ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     said = done.stdout + done.stderr  # Snakemake's log goes to stdout without a terminal

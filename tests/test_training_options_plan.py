@@ -136,7 +136,7 @@ def test_a_version_1_table_reads_with_the_options_at_their_defaults(tmp_path):
     read = columns.read_cells(old, "dlbench.tables/2")
     assert list(read.columns)[2:6] == ["activation_checkpointing", "grad_accum", "pp_schedule", "pp_microbatches"]
     assert read.loc[0, "grad_accum"] == 2 and read.loc[0, "pp_schedule"] == "none"
-    assert columns.TABLES_SCHEMA == "dlbench.tables/3"
+    assert columns.TABLES_SCHEMA == "dlbench.tables/4"
 
 
 def test_cells_md_tells_the_options_apart_in_its_rows():

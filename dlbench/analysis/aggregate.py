@@ -98,7 +98,7 @@ def summarize_logs(coords: RunCoords, root: str | Path = ".", loss_tolerance: fl
         return row
     row.update(_measurement(logs, measured))
     row.update(efficiency.run_energy(logs, row[col.measured_samples]), sync=logs[0].header.get("sync", "step"))
-    row.update(memory.run_memory(logs, coords))
+    row.update(memory.run_memory(logs, coords, root))
     row.update(pipeline.run_pipeline(logs))
     tolerance = sanity.loss_tolerance({"loss_tolerance": loss_tolerance})
     row.update(sanity.run_verdict(logs, coords.data, tolerance).columns())

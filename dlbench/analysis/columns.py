@@ -29,11 +29,12 @@ import pandas as pd
 from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS
 from dlbench.schemas import load_schema, schema_path
 
-TABLES_SCHEMA = "dlbench.tables/3"
+TABLES_SCHEMA = "dlbench.tables/4"
 # The versions read_runs/read_cells take; a manifest without `tables_schema` predates it: /1.
 # Version 1 predates the training options, version 2 the pipeline's (pp_schedule,
 # pp_microbatches) and bubble columns: their runs trained at the missing options' defaults.
-READABLE = ("dlbench.tables/1", "dlbench.tables/2", TABLES_SCHEMA)
+# Version 3 predates the compilers' memory estimates (compiled_estimate_*: absent, not made).
+READABLE = ("dlbench.tables/1", "dlbench.tables/2", "dlbench.tables/3", TABLES_SCHEMA)
 UNVERSIONED = "dlbench.tables/1"
 # How each schema type is read back (the others: as pandas infers them).
 READ_AS = {"string": str}

@@ -222,6 +222,11 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
                 if col.memory_estimate_gib in shown and shown[col.memory_estimate_gib].notna().any()
                 else {}
             ),
+            **(
+                {"compiler's": shown[col.compiled_estimate_gib].round(3)}
+                if col.compiled_estimate_gib in shown and shown[col.compiled_estimate_gib].notna().any()
+                else {}
+            ),
             "of the limit": shown[col.memory_share].map(lambda v: f"{v:.1%}" if v == v else ""),
             "what": shown[col.memory_basis],
         }

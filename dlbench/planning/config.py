@@ -10,6 +10,7 @@ nor line). `show`: the effective config, each value with where it came from (pla
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -69,12 +70,15 @@ def protocol_problem(protocol: dict) -> str | None:
     return None
 
 
-def checked_grid(config: dict, found=None):
+def checked_grid(config: dict, found=None, estimate_memory: bool = False):
     """The config's grid (dlbench.planning.grid.Grid) after every check, in order: the schema, which
     also fills in its defaults (`filled`), what the schema cannot say (relations between `data`
-    keys, the grid's cross-references). `found`: as in `filled`. Raises ValueError."""
+    keys, the grid's cross-references). `found`: as in `filled`. `estimate_memory`: make the
+    compilers' memory estimates of its LLM cells first (dlbench.planning.compiled: spawns the
+    framework's estimator for each shape not cached yet; the Snakefile's planning only). Raises
+    ValueError."""
+    from dlbench.planning import compiled, grid
     from dlbench.planning import datasets as paths
-    from dlbench.planning import grid
 
     filled(config, found)
     problem = (
@@ -86,7 +90,9 @@ def checked_grid(config: dict, found=None):
     if problem:
         raise grid.ConfigError(origins.where(problem, found()) if found else problem)
     try:
-        return grid.expand(config)
+        shapes = grid.estimated_shapes(config) if estimate_memory else []
+        notes = compiled.prepare(shapes, config["run"], workdir_copy=compiled.WORKDIR_DIR)
+        return dataclasses.replace(grid.expand(config), notes=notes)
     except grid.ConfigError as error:
         raise grid.ConfigError(origins.where(str(error), found()) if found else str(error)) from None
 

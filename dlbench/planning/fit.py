@@ -228,12 +228,15 @@ def device_memory_gib(run: dict) -> float | None:
     return None
 
 
-def unfit_reason(needed_gib: float, device_gib: float | None) -> str | None:
-    """The N/A cell's reason where the estimate exceeds the device; None where it fits or the
-    device's memory is unknown."""
+FORMULA = "the formula of docs/memory.md"
+
+
+def unfit_reason(needed_gib: float, device_gib: float | None, basis: str = FORMULA) -> str | None:
+    """The N/A cell's reason where the estimate exceeds the device, naming the estimate used
+    (`basis`); None where it fits or the device's memory is unknown."""
     if device_gib is None or needed_gib <= device_gib:
         return None
     return (
-        f"does not fit: needs ≈ {needed_gib:.1f} GiB per rank (estimated at planning, docs/memory.md); "
+        f"does not fit: needs ≈ {needed_gib:.1f} GiB per rank (estimated at planning: {basis}); "
         f"the device has {device_gib:g} GiB"
     )

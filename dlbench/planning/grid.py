@@ -25,7 +25,7 @@ from dlbench.coords import (
 )
 from dlbench.model_kinds import SIZE_FIELDS
 from dlbench.models import CATALOGUE, kind_of
-from dlbench.planning import fit
+from dlbench.planning import compiled, fit
 from dlbench.runners import (
     capabilities,
     device_unavailable,
@@ -47,6 +47,8 @@ class Grid:
     protocol: dict
     # config `profile`: each cell's profiled run (repeat PROFILE_REPEAT), apart from `runs`
     profiled: list[RunCoords] = field(default_factory=list)
+    # what planning says of its memory estimates from the compilers (dlbench.planning.compiled)
+    notes: list[str] = field(default_factory=list)
 
     @functools.cached_property
     def run_protocol(self) -> protocols.RunProtocol:
@@ -211,13 +213,35 @@ def planned_sizes(run: dict, model: str) -> tuple[int, int]:
 
 
 def _unfit(config: dict, cell: CellKey) -> str | None:
-    """An LLM cell whose ranks' estimated memory exceeds the device's (dlbench.planning.fit)."""
+    """An LLM cell whose ranks' estimated memory exceeds the device's: the compiler's estimate
+    where planning made one (dlbench.planning.compiled), else the formula's (dlbench.planning.fit)."""
     run = config.get("run", {})
     device_gib = fit.device_memory_gib(run)
     if device_gib is None:
         return None
-    needed = fit.cell_estimate_gib(cell, planned_sizes(run, cell.model)[1], run.get("device", "cpu"))
+    seq_len, device = planned_sizes(run, cell.model)[1], run.get("device", "cpu")
+    made = compiled.lookup(cell, seq_len, device) if run.get("memory_estimate") != "formula" else None
+    if made is not None:
+        return fit.unfit_reason(made.gib, device_gib, made.basis)
+    needed = fit.cell_estimate_gib(cell, seq_len, device)
     return None if needed is None else fit.unfit_reason(needed, device_gib)
+
+
+def estimated_shapes(config: dict) -> list[dict]:
+    """The shapes whose compiler estimate planning makes: those of the LLM cells that can
+    otherwise run, each once (none for a grid without an LLM: nothing is listed)."""
+    grid, run = config["grid"], config.get("run", {})
+    llm = any(model in CATALOGUE and kind_of(model).memory_estimate for model in grid["models"])
+    if not llm or run.get("memory_estimate") == "formula":
+        return []
+    shapes = {}
+    for cell in planned_cells(grid):
+        if cell.model not in CATALOGUE or not kind_of(cell.model).memory_estimate or _why_not(config, cell):
+            continue
+        shape = compiled.request(cell, planned_sizes(run, cell.model)[1], run.get("device", "cpu"))
+        if shape is not None:
+            shapes[compiled.key(shape)] = shape
+    return list(shapes.values())
 
 
 def cell_training_options(grid: dict, batch, scale: str) -> list[tuple[str, int]]:
@@ -269,6 +293,11 @@ _strategy_unavailable = functools.cache(strategy_unavailable)
 
 def why_unavailable(config: dict, cell: CellKey) -> str | None:
     """Why `cell` cannot run here (an N/A cell kept in the tables with its reason), or None."""
+    return _why_not(config, cell) or _unfit(config, cell)
+
+
+def _why_not(config: dict, cell: CellKey) -> str | None:
+    """Why `cell` cannot run here, its memory aside."""
     fw, model, device = cell.framework, cell.model, config.get("run", {}).get("device", "cpu")
     caps = capabilities(fw)
     # A framework with no build for run.device (no CUDA wheel for this Python...).
@@ -287,8 +316,7 @@ def why_unavailable(config: dict, cell: CellKey) -> str | None:
             or _tensor_parallel_problem(fw, cell.strategy, model, cell.scale)
             or _pipeline_problem(fw, cell)
         )
-    why = why or training_option_unavailable(fw, model, cell.activation_checkpointing, cell.grad_accum)
-    return why or _unfit(config, cell)
+    return why or training_option_unavailable(fw, model, cell.activation_checkpointing, cell.grad_accum)
 
 
 def expand(config: dict) -> Grid:

@@ -26,7 +26,7 @@ def plan_summary(grid: Grid, config: dict, found: dict, cost_lines: list[str]) -
         lines.append("  settings other than the preset's and the schema's defaults:")
         lines += [f"    {key} = {origins.value_text(value)}  ({origin})" for key, value, origin in changed]
     lines += [f"  {line}" for line in cost_lines]
-    return lines + unavailable_lines(grid)
+    return lines + [f"  {line}" for line in grid.notes] + unavailable_lines(grid)
 
 
 def slurm_jobs(grid: Grid, config: dict) -> str:

@@ -36,7 +36,12 @@ def planned_record(wildcards=None):
 
 
 try:
-    GRID = dlbench_config.checked_grid(config, config_origins)
+    # LLM cells' memory estimates from the compilers: made here, at planning, not in jobs.
+    GRID = dlbench_config.checked_grid(
+        config,
+        config_origins,
+        estimate_memory=not (workflow.remote_exec or workflow.subprocess_exec),
+    )
 except ValueError as error:
     raise WorkflowError(f"invalid config: {error}") from None
 

@@ -1,0 +1,131 @@
+"""A rank's peak memory before launch: the runner's own step on fake tensors (FakeTensorMode:
+shapes and dtypes, no storage) under PyTorch's memory tracker (torch.distributed._tools:
+`FSDPMemTracker` where the strategy shards, else `MemTracker`), with no device and no peers
+(a fake process group of the run's world size). Planning starts it in the pytorch environment
+(dlbench.planning.compiled): shape requests as a JSON list on stdin, one JSON result per
+request on stdout. Stdlib and torch only.
+
+    python -m dlbench.runners.pytorch.memory_estimate < requests.json
+
+Each result: `tensors` (the tracker's peak over a steady step, the second, bytes), `runtime` (on the CPU
+the resident set this process holds after the runner's imports, before any fake work: what a
+rank holds besides its tensors), or `error`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+
+from dlbench.launch.host_memory import status_kb
+
+GRADIENT_BYTES = 4  # DDP's reducer buckets: a float32 copy of every gradient (not views)
+
+
+def _spec(request: dict):
+    from dlbench.coords import RunCoords, Scale
+    from dlbench.runners.base import Distributed, RunSpec
+
+    coords = RunCoords(**request["coords"])
+    scale = Scale.parse(coords.scale)
+    dist = Distributed(world_size=scale.devices, local_world_size=scale.devices_per_node)
+    return RunSpec(coords, int(coords.batch), 0, request["seq_len"], 1, "cpu", dist=dist)
+
+
+@contextlib.contextmanager
+def _fake_world(torch, world_size: int):
+    """A fake process group of `world_size` ranks (collectives do nothing), device meshes built
+    outside fake mode (their rank tables are real tensors), and the strategy's own
+    init_process_group a no-op for the while."""
+    import torch.distributed as dist
+    import torch.distributed.device_mesh as device_mesh
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    real_init, real_mesh = dist.init_process_group, device_mesh.init_device_mesh
+
+    def mesh(*args, **kwargs):
+        with unset_fake_temporarily():
+            return real_mesh(*args, **kwargs)
+
+    if world_size > 1:
+        real_init("fake", store=FakeStore(), rank=0, world_size=world_size)
+    dist.init_process_group, device_mesh.init_device_mesh = (lambda *a, **k: None), mesh
+    try:
+        yield
+    finally:
+        dist.init_process_group, device_mesh.init_device_mesh = real_init, real_mesh
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _unwrapped_ddp(strategies):
+    """DDP's reducer cannot run on fake tensors: the step runs on the local model and the
+    reducer's buckets are added as GRADIENT_BYTES a parameter (they live the whole run)."""
+    strategies.DDP.wrap_model = strategies.Single.wrap_model
+    strategies.DDP.gradient_sync = strategies.Single.gradient_sync
+
+
+def tensor_peak(request: dict) -> int:
+    """The tracker's peak (bytes) of one rank's steps for `request`."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlbench.runners.pytorch import Runner, strategies
+
+    spec = _spec(request)
+    ddp = spec.coords.strategy == "ddp"
+    if ddp:
+        _unwrapped_ddp(strategies)
+    runner = Runner(spec)
+    runner.import_framework()
+    with _fake_world(torch, spec.dist.world_size), FakeTensorMode():
+        runner.build()
+        runner.step()  # AdamW's state made, as before a run's measured steps
+        tracker = _tracker(runner)
+        backward = runner._backward
+
+        def micro_batch(batch, micro_batches):
+            # The tracker refuses a module called twice per step: each micro-batch is a call
+            # of its own (its peak snapshot is kept apart, across them).
+            tracker.reset_mod_stats()
+            return backward(batch, micro_batches)
+
+        runner._backward = micro_batch
+        with tracker:
+            runner.step()
+        (peak,) = tracker.get_tracker_snapshot("peak").values()
+        buckets = GRADIENT_BYTES * runner.params if ddp else 0
+    return int(peak["Total"]) + buckets
+
+
+def _tracker(runner):
+    if runner.strategy.__class__.__name__.startswith("FSDP"):
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        return FSDPMemTracker(runner.distributed_model, runner.optimizer)
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = MemTracker()
+    tracker.track_external(runner.distributed_model, runner.optimizer)
+    return tracker
+
+
+def main() -> None:
+    requests = json.load(sys.stdin)
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401 (the runner imports it: part of a rank's resident set)
+
+    runtime = (status_kb("VmRSS") or 0) * 1024
+    results = []
+    for request in requests:
+        try:
+            results.append({"tensors": tensor_peak(request), "runtime": runtime})
+        except Exception as error:  # noqa: BLE001 (one shape's failure is reported, not fatal)
+            results.append({"error": f"{type(error).__name__}: {str(error).strip()[:300]}"})
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
