@@ -308,7 +308,7 @@ def test_pytorch_builds_every_llama_with_its_parameters_and_names_bf16():
         "    out[name] = sum(p.numel() for p in m.parameters())\n"
         "coords = RunCoords('pytorch', 'llama_small', 'amp', 'synthetic', '2', '1x1', 'single', 1)\n"
         "runner = Runner(RunSpec(coords, 2, 0, 16, 1, 'cpu', compile=True))\n"
-        "runner.import_framework(); runner.build()\n"
+        "runner.import_framework(); import sys; out['torchvision'] = 'torchvision' in sys.modules; runner.build()\n"
         "runner.step(); runner.step(); info = runner.describe()\n"
         "out['amp'] = [info['compute_dtype'], info['torch_compile'], runner.optimizer.param_groups[0]['lr'].item()]\n"
         "print('RESULT', json.dumps(out))"
@@ -316,6 +316,7 @@ def test_pytorch_builds_every_llama_with_its_parameters_and_names_bf16():
     out = json.loads(equivalence.run_script(framework_python("pytorch"), code))
     assert {m: out[m] for m in PARAMETERS} == PARAMETERS
     assert out["amp"][:2] == ["bfloat16", "model and optimizer step"]
+    assert out["torchvision"] is False  # the CNNs' import (with torch._dynamo's), not an LLM's
     assert out["amp"][2] == pytest.approx(llm.lr_at(2))  # the warm-up, through a compiled step
 
 

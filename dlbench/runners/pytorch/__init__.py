@@ -117,7 +117,6 @@ def _check_float8(spec, torch, device) -> None:
 class Runner(BaseRunner):
     def import_framework(self) -> None:
         import torch  # noqa: F401
-        import torchvision  # noqa: F401
 
         WORKLOADS(self.spec.coords.model).import_framework()
         if self.spec.coords.precision == "fp8":

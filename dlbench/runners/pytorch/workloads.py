@@ -38,7 +38,7 @@ class TorchWorkload(Workload):
 
     @classmethod
     def import_framework(cls) -> None:
-        """Import what the workload needs beyond torch and torchvision."""
+        """Import what the workload needs beyond torch."""
 
     def autocast_dtype(self, on_cuda: bool):
         """AMP's autocast dtype: float16 (with GradScaler) on CUDA, bfloat16 on the CPU."""
@@ -69,6 +69,12 @@ class ImageClassification(TorchWorkload):
     kind = "image"
     models = tuple(nets.TORCHVISION_BUILDERS)
     memory_format = "channels_last"
+
+    @classmethod
+    def import_framework(cls) -> None:
+        # Only the CNNs need it: importing torchvision imports torch._dynamo (its ops), about
+        # as long again as torch itself.
+        import torchvision  # noqa: F401
 
     def model(self):
         model = nets.image_model(self.spec.coords.model)
