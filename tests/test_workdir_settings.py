@@ -182,7 +182,9 @@ def test_under_the_slurm_profile_a_new_grid_is_planned_and_a_new_protocol_refuse
     assert dry()[0] == 0  # writes what the tables are made from
     # All of it made a while ago, in the rules' order: environments, runs, what the tables are
     # made from (written by the first dry run), then the products.
-    stamp = max(os.path.getmtime(lock) for lock in (REPO / "envs").glob("*.txt")) + 1
+    # (after the checkout's own inputs of these rules: the locks and the published references)
+    inputs = [*(REPO / "envs").glob("*.txt"), *(REPO / "config/references").glob("*")]
+    stamp = max(os.path.getmtime(path) for path in inputs) + 1
     made = [
         *venvs.glob("*/.dlbench-env"),
         *(work / "results/runs").rglob("*.*"),
