@@ -22,10 +22,6 @@ from tests.frameworks import equivalence
 SEQ_LEN = 64
 CASE = {"model": "llama_small", "batch": 4}  # the global batch: 2 devices × 2
 SEQ = ("--seq-len", str(SEQ_LEN))
-AMP = ("--precision", "amp")  # after launch's own --precision fp32: the last one counts
-# amp's losses, FSDP2's policy against the single device's autocast: bfloat16's rounding
-# (2^-8 = 3.9e-3) apart at most; measured 6.3e-5 over 6 steps at 64 tokens.
-AMP_LOSS_REL = 5e-4
 # The compilers' estimates against the measured peaks of these short runs (docs/memory.md
 # gives the grid's errors; the CPU peak is a process's resident set, allocator slack included).
 COMPILED_TOLERANCE = 0.15
@@ -229,24 +225,6 @@ def test_pytorch_strategy_reproduces_the_single_device_losses(torch_single, stra
     assert (layout and layout["mesh"]) == expected
 
 
-@needs_torch
-def test_pytorch_fsdp_amp_reproduces_the_single_device_amp_losses(tmp_path):
-    """amp: FSDP2 computing in its MixedPrecisionPolicy (bfloat16 parameters gathered, float32
-    reduction, no autocast) against the single device's autocast step of the global batch:
-    the same losses within bfloat16's rounding (AMP_LOSS_REL), the header saying which ran."""
-    equivalence.launch("pytorch", tmp_path / "single", *SEQ, *AMP, steps=equivalence.STEPS, threads=1, **CASE)
-    single = equivalence.losses(tmp_path / "single" / "rank0.steps.jsonl")
-    losses = _global_losses("pytorch", tmp_path / "fsdp", "fsdp", *AMP)
-    assert losses == pytest.approx(single, rel=AMP_LOSS_REL)
-    assert losses != single  # bfloat16 residual stream against autocast's float32 one
-    precision = {
-        run: read_steplog(tmp_path / run / "rank0.steps.jsonl").header["framework"]["mixed_precision"]
-        for run in ("single", "fsdp")
-    }
-    assert precision["single"] == {"name": "torch.autocast", "dtype": "bfloat16"}
-    assert precision["fsdp"]["param_dtype"] == "bfloat16" and precision["fsdp"]["reduce_dtype"] == "float32"
-
-
 def _compiler_estimates(tmp_path, framework, strategies, scale, batch):
     """strategy → the compilers' estimate (dlbench.planning.compiled) of the llama_small cell
     these tests run at SEQ_LEN, made and cached as planning makes it (the framework's estimator
@@ -351,17 +329,19 @@ def test_jax_compiler_estimate_is_near_the_measured_peak(tmp_path, jax_single):
 
 
 @needs_jax
-@pytest.mark.parametrize("strategy", ["sharded", "mesh_fsdp", "mesh_fsdp_tp"])
+# sharded, the global batch split with the state replicated: test_llm_training_options.py (two
+# micro-batches on each device) and test_jax.py (through the launcher, AlexNet).
+@pytest.mark.parametrize("strategy", ["mesh_fsdp", "mesh_fsdp_tp"])
 def test_jax_strategy_reproduces_the_single_device_losses(tmp_path, jax_single, strategy):
-    """One process, two CPU devices: the global batch split (sharded: state replicated; fsdp:
-    every parameter and AdamW moment halved on a mesh axis `fsdp`) or (mesh_fsdp_tp, a 1 x 2 mesh)
-    both devices on the whole batch, each block's heads and FFN split on `tensor`: the same
-    losses as one device with the global batch."""
+    """One process, two CPU devices: the global batch split (mesh_fsdp: every parameter and
+    AdamW moment halved on a mesh axis `fsdp`) or (mesh_fsdp_tp, a 1 x 2 mesh) both devices on
+    the whole batch, each block's heads and FFN split on `tensor`: the same losses as one
+    device with the global batch."""
     single = equivalence.losses(jax_single / "rank0.steps.jsonl")
     equivalence.assert_equivalent(_global_losses("jax", tmp_path / strategy, strategy), single)
     framework = read_steplog(tmp_path / strategy / "rank0.steps.jsonl").header["framework"]
     layout = framework.get("parallel_layout")
-    expected = {"sharded": None, "mesh_fsdp": {"fsdp": 2}, "mesh_fsdp_tp": {"fsdp": 1, "tensor": 2}}[strategy]
+    expected = {"mesh_fsdp": {"fsdp": 2}, "mesh_fsdp_tp": {"fsdp": 1, "tensor": 2}}[strategy]
     assert (layout and layout["mesh"]) == expected
     assert framework["trainable_params"] == PARAMETERS["llama_small"]  # the global count, not a shard's
 
