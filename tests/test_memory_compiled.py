@@ -138,7 +138,7 @@ def test_runs_csv_shows_the_working_directorys_copy_beside_the_formula(tmp_path,
     compiled.prepare([shape], {"python": {"pytorch": python}})
     # in the checkout's cache only: a campaign regenerated elsewhere shows none
     assert math.isnan(memory.run_memory([log], coords)["compiled_estimate_gib"])
-    compiled.prepare([shape], {"python": {"pytorch": python}}, workdir_copy=compiled.WORKDIR_DIR)
+    compiled.copy_to_workdir([shape], compiled.WORKDIR_DIR)
     row = memory.run_memory([log], coords)
     assert row["compiled_estimate_gib"] == pytest.approx(1.25) and row["memory_estimate_gib"] > 0
     assert row["compiled_estimate_basis"].startswith(compiled.BASIS["pytorch"])

@@ -6,19 +6,9 @@ before FSDP shards it). Stdlib only (every framework environment)."""
 
 from __future__ import annotations
 
-STATUS, CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+from dlbench.runners.base import status_kb
 
-
-def status_kb(field: str) -> int | None:
-    """A kB figure of /proc/self/status (VmHWM, VmSize...); None where there is none."""
-    try:
-        with open(STATUS) as status:
-            for line in status:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+CLEAR_REFS = "/proc/self/clear_refs"
 
 
 class WindowPeak:

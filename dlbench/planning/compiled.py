@@ -122,12 +122,9 @@ def python_of(framework: str, device: str, run: dict) -> str:
     return site or os.path.join(venvs, env_name(framework, device), "bin", "python")
 
 
-def prepare(
-    shapes: list[dict], run: dict, cache_dir: str | Path | None = None, workdir_copy: str | None = None
-) -> list[str]:
-    """Make and cache the estimate of every shape not cached yet (spawning the estimators), and
-    copy each made one to `workdir_copy` (WORKDIR_DIR at planning); returns what planning says
-    of it: the count, and each failure, whose cells keep the formula."""
+def prepare(shapes: list[dict], run: dict, cache_dir: str | Path | None = None) -> list[str]:
+    """Make and cache the estimate of every shape not cached yet (spawning the estimators);
+    returns what planning says of it: the count, and each failure, whose cells keep the formula."""
     if not shapes:
         return []
     from concurrent.futures import ThreadPoolExecutor  # only where an LLM grid is planned
@@ -149,8 +146,6 @@ def prepare(
         f"  {_named(s)}: {error}: the formula's estimate is used"
         for s, error in _errors(shapes, outcomes, batches, cache_dir)
     ]
-    if workdir_copy:
-        _copy(shapes, cache_dir, workdir_copy)
     made = sum(1 for batch, results in zip(batches, outcomes, strict=True) for r in results if "error" not in r)
     lines = [
         f"memory estimates from the compilers: {len(shapes)} shape(s), {len(shapes) - len(missing)} cached, "
@@ -180,8 +175,9 @@ def _errors(shapes, outcomes, batches, cache_dir):
             yield shape, error
 
 
-def _copy(shapes: list[dict], cache_dir, workdir_copy: str) -> None:
-    """The grid's cached estimates into the working directory, each written where it differs."""
+def copy_to_workdir(shapes: list[dict], workdir_copy: str, cache_dir: str | Path | None = None) -> None:
+    """The grid's cached estimates into the working directory (WORKDIR_DIR at planning), each
+    written where it differs."""
     for shape in shapes:
         source, target = cache_path(shape, cache_dir), cache_path(shape, workdir_copy)
         if not source.exists() or (target.exists() and target.read_bytes() == source.read_bytes()):

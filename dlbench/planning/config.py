@@ -91,8 +91,10 @@ def checked_grid(config: dict, found=None, estimate_memory: bool = False):
         raise grid.ConfigError(origins.where(problem, found()) if found else problem)
     try:
         shapes = grid.estimated_shapes(config) if estimate_memory else []
-        notes = compiled.prepare(shapes, config["run"], workdir_copy=compiled.WORKDIR_DIR)
-        return dataclasses.replace(grid.expand(config), notes=notes)
+        notes = compiled.prepare(shapes, config["run"])  # before expand: its N/A cells read them
+        expanded = grid.expand(config)
+        compiled.copy_to_workdir(shapes, compiled.WORKDIR_DIR)  # a grid refused writes nothing
+        return dataclasses.replace(expanded, notes=notes)
     except grid.ConfigError as error:
         raise grid.ConfigError(origins.where(str(error), found()) if found else str(error)) from None
 

@@ -227,6 +227,18 @@ class Workloads:
         return cls
 
 
+def status_kb(field: str) -> int | None:
+    """A kB figure of /proc/self/status (VmRSS, VmHWM, VmSize...); None where there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def address_space_capped() -> bool:
     """Whether this process runs under an address-space limit (the worker's memory cap)."""
     import resource

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from dlbench.launch.host_memory import status_kb
+from dlbench.runners.base import status_kb
 
 
 def _spec(request: dict):

@@ -18,7 +18,7 @@ import contextlib
 import json
 import sys
 
-from dlbench.launch.host_memory import status_kb
+from dlbench.runners.base import status_kb
 
 GRADIENT_BYTES = 4  # DDP's reducer buckets: a float32 copy of every gradient (not views)
 
@@ -114,17 +114,20 @@ def _tracker(runner):
 
 def main() -> None:
     requests = json.load(sys.stdin)
-    import torch  # noqa: F401
-    import torchvision  # noqa: F401 (the runner imports it: part of a rank's resident set)
+    from dlbench.runners.pytorch import Runner
 
-    runtime = (status_kb("VmRSS") or 0) * 1024
+    if requests:  # what a rank imports (torch, its workload's)
+        Runner(_spec(requests[0])).import_framework()
     results = []
     for request in requests:
         try:
-            results.append({"tensors": tensor_peak(request), "runtime": runtime})
+            results.append({"tensors": tensor_peak(request)})
         except Exception as error:  # noqa: BLE001 (one shape's failure is reported, not fatal)
             results.append({"error": f"{type(error).__name__}: {str(error).strip()[:300]}"})
-    json.dump(results, sys.stdout)
+    # A rank's resident set besides its tensors: read once the steps have imported what a
+    # rank's strategy imports (torch.distributed, FSDP, dynamo); fake tensors hold no storage.
+    runtime = (status_kb("VmRSS") or 0) * 1024
+    json.dump([r if "error" in r else {**r, "runtime": runtime} for r in results], sys.stdout)
 
 
 if __name__ == "__main__":
