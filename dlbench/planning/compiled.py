@@ -114,12 +114,10 @@ _READ: dict[str, Estimate] = {}
 
 
 def python_of(framework: str, device: str, run: dict) -> str:
-    """The framework's Python: run.python's, else its venv's (DLBENCH_VENVS, as the runs')."""
-    from dlbench.runners import env_name
+    """The framework's Python, as the runs find it (dlbench.planning.deployment)."""
+    from dlbench.planning import venvs  # only where an estimate is spawned
 
-    site = (run.get("python") or {}).get(framework)
-    venvs = os.environ.get("DLBENCH_VENVS", str(REPO / ".venvs"))
-    return site or os.path.join(venvs, env_name(framework, device), "bin", "python")
+    return venvs.venv_python(venvs.venvs_dir(str(REPO)), framework, device, run.get("python") or {})
 
 
 def prepare(shapes: list[dict], run: dict, cache_dir: str | Path | None = None) -> list[str]:

@@ -21,6 +21,7 @@ from dlbench.launch.container import IMAGE_CODE_DIR, image_name, lock_path
 from dlbench.launch.request import SITE_KNOBS, LaunchRequest, argv_of
 from dlbench.models import kind_of
 from dlbench.planning import datasets as data_paths
+from dlbench.planning import venvs
 from dlbench.planning.grid import planned_sizes
 from dlbench.planning.snakemake_api import (
     DeploymentMethod,
@@ -48,6 +49,8 @@ class DeploymentError(ValueError):
 # A framework's environment on a device (its capabilities' env or device_envs: a plug-in may
 # share one); an environment's own name (envs.smk, data.smk) stays itself.
 _env_name = functools.cache(lambda name, device="cpu": env_name(name, device) if name in framework_names() else name)
+
+
 # The training rules' `conda:` file, relative to the rule files.
 CONDA_FILE = "../../envs/{framework}.yaml"
 
@@ -100,8 +103,7 @@ class Deployment:
             )
         # run.device picks each framework's environment (envs/<framework>-cuda.txt on CUDA).
         self.device = config["run"].get("device", "cpu")
-        # Framework environments live with the code, shared by every working directory.
-        self.venvs = environ.get("DLBENCH_VENVS", os.path.join(repo, ".venvs"))
+        self.venvs = venvs.venvs_dir(repo, environ)
         self.images_lock = os.path.abspath(
             environ.get("DLBENCH_IMAGES_LOCK", os.path.join(repo, "containers", "images.lock"))
         )
@@ -130,9 +132,7 @@ class Deployment:
         return [] if wildcards.framework in self.site_pythons else [self.venv_stamp(wildcards)]
 
     def venv_python(self, wildcards) -> str:
-        """The framework's Python: the site's (run.python), else its venv's."""
-        site = self.site_pythons.get(wildcards.framework)
-        return site or os.path.join(self.venvs, _env_name(wildcards.framework, self.device), "bin", "python")
+        return venvs.venv_python(self.venvs, wildcards.framework, self.device, self.site_pythons)
 
     def flops_python(self) -> str:
         """The Python that counts a model's FLOPs: the analysis environment's (each model kind's

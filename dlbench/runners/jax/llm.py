@@ -167,17 +167,33 @@ def head_first(params):
     return collections.OrderedDict(sorted(params.items(), key=lambda item: (item[0] != "head", item[0])))
 
 
-def initial_state(module, seq_len: int, seed: int, strategy, optim):
-    """(params, opt_state) computed on the devices of `strategy`'s mesh, each leaf where the
-    strategy puts it (every process the same), and those shardings."""
-
+def _init(module, seed: int, optim):
     def init():
         # One token: the parameters do not depend on the length, and the init traces no long forward.
         params = head_first(module.init(jax.random.key(seed), jnp.zeros((1, 1), jnp.int32))["params"])
         return params, optim.init(params)
 
+    return init
+
+
+def initial_state(module, seq_len: int, seed: int, strategy, optim):
+    """(params, opt_state) computed on the devices of `strategy`'s mesh, each leaf where the
+    strategy puts it (every process the same), and those shardings."""
+    init = _init(module, seed, optim)
     shardings = strategy.state(jax.eval_shape(init))
     return jax.jit(init, out_shardings=shardings)(), shardings
+
+
+def abstract_state(module, seed: int, strategy, optim):
+    """initial_state's (state, shardings) with the state as shapes, dtypes and shardings only
+    (ShapeDtypeStructs: nothing allocated), for compiling the step ahead of any data."""
+    abstract = jax.eval_shape(_init(module, seed, optim))
+    shardings = strategy.state(abstract)
+    leaves = shardings if isinstance(shardings, tuple) else jax.tree_util.tree_map(lambda _: shardings, abstract)
+    state = jax.tree_util.tree_map(
+        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, leaves
+    )
+    return state, shardings
 
 
 def train_step(module, optim, state_sharding, strategy, micro_batches: int = 1):

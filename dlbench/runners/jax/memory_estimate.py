@@ -45,17 +45,7 @@ def compiled_step(spec, jax):
         spec.coords.model, dtype, checkpointing, llm.attention_implementation(jax.default_backend(), dtype)
     )
     optim = llm.optimizer(llm.warmup())
-
-    def init():
-        params = llm.head_first(module.init(jax.random.key(0), jnp.zeros((1, 1), jnp.int32))["params"])
-        return params, optim.init(params)
-
-    abstract = jax.eval_shape(init)
-    shardings = strategy.state(abstract)
-    leaves = shardings if isinstance(shardings, tuple) else jax.tree_util.tree_map(lambda _: shardings, abstract)
-    state = jax.tree_util.tree_map(
-        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), abstract, leaves
-    )
+    state, shardings = llm.abstract_state(module, 0, strategy, optim)
     rows = spec.batch * micro_batches * spec.local_devices
     tokens = jax.ShapeDtypeStruct((rows, spec.seq_len + 1), jnp.int32, sharding=strategy.data)
     step = llm.train_step(module, optim, shardings, strategy, micro_batches)

@@ -60,11 +60,18 @@ def _fake_world(torch, world_size: int):
             dist.destroy_process_group()
 
 
+@contextlib.contextmanager
 def _unwrapped_ddp(strategies):
     """DDP's reducer cannot run on fake tensors: the step runs on the local model and the
-    reducer's buckets are added as GRADIENT_BYTES a parameter (they live the whole run)."""
-    strategies.DDP.wrap_model = strategies.Single.wrap_model
-    strategies.DDP.gradient_sync = strategies.Single.gradient_sync
+    reducer's buckets are added as GRADIENT_BYTES a parameter (they live the whole run).
+    Put back after, for the next shape in this process."""
+    ddp = strategies.DDP
+    kept = ddp.wrap_model, ddp.gradient_sync
+    ddp.wrap_model, ddp.gradient_sync = strategies.Single.wrap_model, strategies.Single.gradient_sync
+    try:
+        yield
+    finally:
+        ddp.wrap_model, ddp.gradient_sync = kept
 
 
 def tensor_peak(request: dict) -> int:
@@ -76,11 +83,10 @@ def tensor_peak(request: dict) -> int:
 
     spec = _spec(request)
     ddp = spec.coords.strategy == "ddp"
-    if ddp:
-        _unwrapped_ddp(strategies)
     runner = Runner(spec)
     runner.import_framework()
-    with _fake_world(torch, spec.dist.world_size), FakeTensorMode():
+    unwrapped = _unwrapped_ddp(strategies) if ddp else contextlib.nullcontext()
+    with unwrapped, _fake_world(torch, spec.dist.world_size), FakeTensorMode():
         runner.build()
         runner.step()  # AdamW's state made, as before a run's measured steps
         tracker = _tracker(runner)
@@ -101,7 +107,9 @@ def tensor_peak(request: dict) -> int:
 
 
 def _tracker(runner):
-    if runner.strategy.__class__.__name__.startswith("FSDP"):
+    from dlbench.runners.pytorch import strategies
+
+    if isinstance(runner.strategy, strategies.FSDP):
         from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
         return FSDPMemTracker(runner.distributed_model, runner.optimizer)

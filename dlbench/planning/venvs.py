@@ -1,0 +1,26 @@
+"""Where a framework's Python is: the site's (run.python), else its environment's under
+DLBENCH_VENVS (default: the checkout's .venvs, shared by every working directory). Read by the
+deployment (the runs) and by the compilers' memory estimates at planning."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+
+from dlbench.runners import env_name, framework_names
+
+
+def venvs_dir(repo: str, environ: Mapping = os.environ) -> str:
+    return environ.get("DLBENCH_VENVS", os.path.join(repo, ".venvs"))
+
+
+def venv_python(venvs: str, framework: str, device: str, site_pythons: Mapping) -> str:
+    """The framework's Python: the site's (run.python), else its venv's."""
+    site = site_pythons.get(framework)
+    return site or os.path.join(venvs, _env(framework, device), "bin", "python")
+
+
+@functools.cache  # asked once per training job while the DAG is built
+def _env(framework: str, device: str) -> str:
+    return env_name(framework, device) if framework in framework_names() else framework
