@@ -180,6 +180,9 @@ def main() -> None:
     sinfo = subprocess.run("timeout 3 sinfo -h >/dev/null 2>&1", shell=True, check=False).returncode == 0
     has_sinfo = shutil.which("sinfo") is not None
     print(f"slurm client installed: {has_sinfo}; controller answering: {sinfo}; load {os.getloadavg()[0]:.2f}")
+    # The checkout as tools/bootstrap.sh leaves it: dlbench byte-compiled (else, under
+    # PYTHONDONTWRITEBYTECODE, every dry run compiles the modules planning imports).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "dlbench")], check=True, capture_output=True)
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.yaml"
         big.write_text(yaml.safe_dump(BIG))

@@ -6,8 +6,9 @@ from types import SimpleNamespace
 import pytest
 from snakemake.settings.types import DeploymentMethod, RerunTrigger
 
-from dlbench.planning.deployment import Deployment, DeploymentError
+from dlbench.planning.deployment import Deployment, DeploymentError, conda_file
 from dlbench.protocol import RunProtocol
+from dlbench.runners import env_name
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"run": {"launcher": "local", "data_workers": 0, "threads": 4}, "grid": {}}
@@ -164,3 +165,25 @@ def test_command_classes_build_one_template_per_class_and_fall_back_on_a_mismatc
     # a command that does not follow its wildcards (a value read elsewhere) keeps the function
     other = CommandClasses(lambda w: f"train --seed {len(str(w['repeat']))}")
     assert other(runs[0]) == "train --seed 1" and list(other.templates.values()) == [None]
+
+
+@pytest.mark.parametrize(
+    "frameworks, device, pattern",
+    [
+        (["pytorch", "mxnet"], "cpu", "{framework}.yaml"),
+        (["pytorch", "tensorflow", "mxnet"], "cuda", "{framework}-cuda.yaml"),
+        (["pytorch", "oneflow"], "cuda", None),  # oneflow has no CUDA environment of its own
+    ],
+)
+def test_a_training_rules_conda_file_is_a_pattern_where_one_can_name_every_env(frameworks, device, pattern):
+    runs = [SimpleNamespace(framework=fw) for fw in frameworks]
+    conda = conda_file(runs, device)
+    if pattern:
+        assert conda == "../../envs/" + pattern
+    else:
+        assert callable(conda)
+    for fw in frameworks:
+        name = conda.format(framework=fw) if pattern else conda(SimpleNamespace(framework=fw))
+        expected = f"{env_name(fw, device)}.yaml"
+        assert os.path.basename(name) == expected
+        assert os.path.isfile(os.path.join(REPO, "workflow", "rules", name)) or fw == "oneflow"

@@ -15,3 +15,6 @@ bash workflow/scripts/build_env.sh envs/analysis.txt .venvs/analysis .venvs/anal
 # Make the dlbench package importable from Snakemake's scripts without installing it.
 site=$(.venvs/analysis/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$repo" > "$site/dlbench.pth"
+# Byte-compiled as pip compiles what it installs: every `snakemake` imports dlbench to plan, and
+# PYTHONDONTWRITEBYTECODE (set on some hosts) stops Python from keeping what it compiled.
+.venvs/analysis/bin/python -m compileall -q dlbench > /dev/null

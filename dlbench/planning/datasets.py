@@ -26,9 +26,11 @@ dlbench.model_kinds, says the format it reads); for the conversion rules: `forma
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+from collections.abc import Callable
 
 from dlbench.data.tfrecord import tfrecord_shards
 from dlbench.model_kinds import KINDS, ModelKind
@@ -201,6 +203,11 @@ def dataset_files(framework: str, kind: str, config: dict) -> list[str]:
 def train_data_inputs(framework: str, model: str, config: dict) -> list[str]:
     """The Snakemake inputs of a `data: real` train job: its dataset's files (manifest last)."""
     return dataset_files(framework, kind_of(model).name, config)
+
+
+def train_data_inputs_function(config: dict) -> Callable[[str, str], tuple[str, ...]]:
+    """train_data_inputs for `config`, remembered per framework and model (asked per job)."""
+    return functools.cache(lambda framework, model: tuple(train_data_inputs(framework, model, config)))
 
 
 def config_problem(config: dict) -> str | None:

@@ -56,10 +56,13 @@ CONDA_FILE = "../../envs/{framework}.yaml"
 
 
 def conda_file(runs, device: str = "cpu") -> str | Callable:
-    """The `conda:` of a training rule for `runs` on `device`: the pattern when each framework
-    has its own environment (no function per job), else a function of the wildcards."""
-    if all(_env_name(fw, device) == fw for fw in {run.framework for run in runs}):
-        return CONDA_FILE
+    """The `conda:` of a training rule for `runs` on `device`: a pattern when every framework's
+    environment is its name and one suffix (`pytorch-cuda`: no function per job), else a
+    function of the wildcards."""
+    envs = {fw: _env_name(fw, device) for fw in {run.framework for run in runs}}
+    suffixes = {env.removeprefix(fw) for fw, env in envs.items() if env.startswith(fw)}
+    if len(suffixes) == 1 and all(env.startswith(fw) for fw, env in envs.items()):
+        return CONDA_FILE.replace("{framework}", "{framework}" + suffixes.pop())
     return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework, device))
 
 

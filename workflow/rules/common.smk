@@ -67,6 +67,7 @@ except (ValueError, ContainerError) as error:
 RUN_RECORDS = tuple(RUN_RECORD_TEMPLATE.format(**run.wildcards()) for run in GRID.runs)
 # Run directories by the records they hold: one walk instead of a stat per run.
 RECORDED_RUNS = dlbench_jobs.recorded_runs()
+REAL_DATA_INPUTS = data_paths.train_data_inputs_function(config)
 MAX_BATCH_TEMPLATE = "results/batch_max/{device}/{framework}/{model}/{precision}.json"
 ANALYSIS_ENV = "../../envs/analysis.yaml"
 REPO, VENVS = workflow.basedir, DEPLOY.venvs
@@ -175,6 +176,5 @@ def train_inputs(wildcards):
     inputs += PRESCREEN_MEASURED  # the communication prescreen first
     inputs += max_batch_result(wildcards)
     if wildcards.data == "real":
-        model = wildcards.model
-        inputs += data_paths.train_data_inputs(wildcards.framework, model, config)
+        inputs += REAL_DATA_INPUTS(wildcards.framework, wildcards.model)
     return inputs
