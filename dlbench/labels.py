@@ -65,8 +65,9 @@ EMULATED_TEXT = "emulated: a correctness path, not a speed figure"
 SCALE_AXIS = "scale: nodes x devices per node"
 
 
-# The memory figure's mark for planning's estimate (dlbench.planning.fit).
-MEMORY_ESTIMATE = "estimated at planning"
+# The memory figure's marks for planning's estimates (dlbench.planning.fit, .compiled).
+MEMORY_ESTIMATE = "formula's estimate"
+COMPILED_ESTIMATE = "compiler's estimate"
 
 
 def status_label(status: str, unknown: Callable[[str], str] = str.upper) -> str:

@@ -1,7 +1,8 @@
 """Peak memory per rank from cells.csv (dlbench.analysis.memory): bars per scale, one per
 framework and strategy, a panel per model, batch, data and precision as the throughput
-figures facet: where FSDP's sharding or activation memory shows. A dashed tick over a bar is
-planning's estimate for that cell (dlbench.planning.fit), where one was made."""
+figures facet: where FSDP's sharding or activation memory shows. Ticks over a bar are planning's
+estimates for that cell, where one was made: dashed the formula's (dlbench.planning.fit), solid
+the compiler's (dlbench.planning.compiled)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from dlbench import labels
 from dlbench.analysis.columns import col
 from dlbench.plots.layout import colour, faceted, facets, panel_title, scale_ticks
 
+# Each estimate's tick: the formula's dashed, the compiler's solid.
+ESTIMATE_TICKS = {
+    col.memory_estimate_gib: {"linestyles": "--", "label": labels.MEMORY_ESTIMATE},
+    col.compiled_estimate_gib: {"linestyles": "-", "label": labels.COMPILED_ESTIMATE},
+}
 STRATEGY_HATCHES = ["", "//", "..", "xx", "\\\\", "++", "oo", "--", "||", "**"]
 
 
@@ -36,10 +42,10 @@ def _memory_panel(ax, key: tuple, panel: pd.DataFrame, with_model: bool = True) 
             x = position - 0.4 + width * (i + 0.5)
             ax.bar(x, cell[col.peak_memory_gib], width, color=colour(cell[col.framework]), edgecolor="white",
                    hatch=hatch[cell[col.strategy]], label=labels.framework_label(cell[col.framework]))  # fmt: skip
-            estimate = cell.get(col.memory_estimate_gib)
-            if estimate == estimate and estimate is not None:  # NaN: no estimate for this model
-                ax.hlines(estimate, x - width / 2, x + width / 2, colors="black", linestyles="--", linewidth=1,
-                          label=labels.MEMORY_ESTIMATE)  # fmt: skip
+            for column, style in ESTIMATE_TICKS.items():
+                estimate = cell.get(column)
+                if estimate == estimate and estimate is not None:  # NaN: no estimate of this kind
+                    ax.hlines(estimate, x - width / 2, x + width / 2, colors="black", linewidth=1, **style)
     for strategy in strategies:  # the legend's key to the hatches: empty patches, not drawn
         ax.add_patch(
             Rectangle((0, 0), 0, 0, facecolor="white", edgecolor="black", hatch=hatch[strategy], label=strategy)
