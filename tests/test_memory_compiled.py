@@ -144,3 +144,8 @@ def test_runs_csv_shows_the_working_directorys_copy_beside_the_formula(tmp_path,
     assert row["compiled_estimate_basis"].startswith(compiled.BASIS["pytorch"])
     other = memory.run_memory([log], coords.with_(batch="4"))  # a shape not estimated
     assert math.isnan(other["compiled_estimate_gib"]) and other["compiled_estimate_basis"] == ""
+    # the runner's code changes after planning: the checkout's cache no longer names the record,
+    # the working directory's copy (what this grid's planning used) still does
+    monkeypatch.setattr(compiled, "code_digest", lambda framework, device: "edited")
+    assert compiled.lookup(coords.cell, 256, "cpu") is None
+    assert memory.run_memory([log], coords)["compiled_estimate_gib"] == pytest.approx(1.25)

@@ -45,7 +45,7 @@ def run_memory(logs, coords, root=".") -> dict:
     header = logs[0].header or {}
     seq_len, device = int(header.get("seq_len") or 0), header.get("device", "cpu")
     estimate = fit.cell_estimate_gib(coords.cell, seq_len, device)
-    made = compiled.lookup(coords.cell, seq_len, device, os.path.join(root, compiled.WORKDIR_DIR))
+    made = compiled.lookup(coords.cell, seq_len, device, os.path.join(root, compiled.WORKDIR_DIR), code=False)
     return {
         col.peak_memory_gib: peak / GIB,
         col.memory_estimate_gib: math.nan if estimate is None else estimate,

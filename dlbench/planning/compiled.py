@@ -77,14 +77,18 @@ def code_digest(framework: str, device: str) -> str:
     return digest.hexdigest()
 
 
-def key(shape: dict) -> str:
-    code = code_digest(shape["coords"]["framework"], shape["device"])
-    text = json.dumps({"shape": shape, "code": code}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+def key(shape: dict, code: bool = True) -> str:
+    """The record's name: the shape and (`code`) the digest of the code that makes it, as the
+    checkout's cache names it. A working directory's copy is named by the shape alone: it is
+    what that grid's planning used, which its tables read whatever the code is later."""
+    named = {"shape": shape}
+    if code:
+        named["code"] = code_digest(shape["coords"]["framework"], shape["device"])
+    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def cache_path(shape: dict, cache_dir: str | Path | None = None) -> Path:
-    return Path(cache_dir or CACHE_DIR) / shape["coords"]["framework"] / f"{key(shape)}.json"
+def cache_path(shape: dict, cache_dir: str | Path | None = None, code: bool = True) -> Path:
+    return Path(cache_dir or CACHE_DIR) / shape["coords"]["framework"] / f"{key(shape, code)}.json"
 
 
 def of_record(record: dict, device: str) -> Estimate:
@@ -96,21 +100,25 @@ def of_record(record: dict, device: str) -> Estimate:
     return Estimate((record["tensors"] + runtime) / GIB, basis)
 
 
-def lookup(cell: CellKey, seq_len: int, device: str, cache_dir: str | Path | None = None) -> Estimate | None:
-    """The cached compiler estimate of `cell` (None: not made, or no estimator applies)."""
+def lookup(
+    cell: CellKey, seq_len: int, device: str, cache_dir: str | Path | None = None, code: bool = True
+) -> Estimate | None:
+    """The cached compiler estimate of `cell` (None: not made, or no estimator applies);
+    `code=False` in a working directory's copy (WORKDIR_DIR, named by the shape alone)."""
     shape = request(cell, seq_len, device)
     if shape is None:
         return None
-    path = os.path.abspath(cache_path(shape, cache_dir))
-    if path not in _READ:  # a record once written never changes (its name is its content's key)
-        try:
-            _READ[path] = of_record(json.loads(Path(path).read_text()), device)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # not made (yet): asked again next time
-    return _READ[path]
+    path = os.path.abspath(cache_path(shape, cache_dir, code))
+    try:
+        read = (path, os.stat(path).st_mtime_ns)  # a working directory's copy may be rewritten
+        if read not in _READ:
+            _READ[read] = of_record(json.loads(Path(path).read_text()), device)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not made (yet): asked again next time
+    return _READ[read]
 
 
-_READ: dict[str, Estimate] = {}
+_READ: dict[tuple[str, int], Estimate] = {}
 
 
 def python_of(framework: str, device: str, run: dict) -> str:
@@ -174,10 +182,10 @@ def _errors(shapes, outcomes, batches, cache_dir):
 
 
 def copy_to_workdir(shapes: list[dict], workdir_copy: str, cache_dir: str | Path | None = None) -> None:
-    """The grid's cached estimates into the working directory (WORKDIR_DIR at planning), each
-    written where it differs."""
+    """The grid's cached estimates into the working directory (WORKDIR_DIR at planning), named
+    by their shapes, each written where it differs."""
     for shape in shapes:
-        source, target = cache_path(shape, cache_dir), cache_path(shape, workdir_copy)
+        source, target = cache_path(shape, cache_dir), cache_path(shape, workdir_copy, code=False)
         if not source.exists() or (target.exists() and target.read_bytes() == source.read_bytes()):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -36,26 +36,32 @@ def _spec(request: dict):
 @contextlib.contextmanager
 def _fake_world(torch, world_size: int):
     """A fake process group of `world_size` ranks (collectives do nothing), device meshes built
-    outside fake mode (their rank tables are real tensors), and the strategy's own
-    init_process_group a no-op for the while."""
+    outside fake mode (their rank tables are real tensors: the strategy's and those FSDP2 makes
+    of a TP mesh), and the strategy's own init_process_group a no-op for the while."""
     import torch.distributed as dist
     import torch.distributed.device_mesh as device_mesh
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     real_init, real_mesh = dist.init_process_group, device_mesh.init_device_mesh
+    real_mesh_init = device_mesh.DeviceMesh.__init__
 
-    def mesh(*args, **kwargs):
-        with unset_fake_temporarily():
-            return real_mesh(*args, **kwargs)
+    def outside_fake_mode(function):
+        def call(*args, **kwargs):
+            with unset_fake_temporarily():
+                return function(*args, **kwargs)
+
+        return call
 
     if world_size > 1:
         real_init("fake", store=FakeStore(), rank=0, world_size=world_size)
-    dist.init_process_group, device_mesh.init_device_mesh = (lambda *a, **k: None), mesh
+    dist.init_process_group, device_mesh.init_device_mesh = (lambda *a, **k: None), outside_fake_mode(real_mesh)
+    device_mesh.DeviceMesh.__init__ = outside_fake_mode(real_mesh_init)
     try:
         yield
     finally:
         dist.init_process_group, device_mesh.init_device_mesh = real_init, real_mesh
+        device_mesh.DeviceMesh.__init__ = real_mesh_init
         if dist.is_initialized():
             dist.destroy_process_group()
 
