@@ -17,4 +17,4 @@ site=$(.venvs/analysis/bin/python -c 'import sysconfig; print(sysconfig.get_path
 echo "$repo" > "$site/dlbench.pth"
 # Byte-compiled as pip compiles what it installs: every `snakemake` imports dlbench to plan, and
 # PYTHONDONTWRITEBYTECODE (set on some hosts) stops Python from keeping what it compiled.
-.venvs/analysis/bin/python -m compileall -q dlbench > /dev/null
+.venvs/analysis/bin/python -m compileall -q dlbench
