@@ -92,12 +92,12 @@ def test_a_failed_estimate_leaves_the_formula_and_says_so(tmp_path):
 
 def test_a_shape_the_estimator_cannot_do_is_not_asked_again(tmp_path):
     python, calls = fake_estimator(tmp_path, {"error": "DynamicOutputShapeException: aten.nonzero.default"})
-    shape, run = compiled.request(cell(strategy="fsdp_tp"), 256, "cpu"), {"python": {"pytorch": python}}
+    shape, run = compiled.request(cell(), 256, "cpu"), {"python": {"pytorch": python}}
     for _ in range(2):
         lines = compiled.prepare([shape], run, tmp_path / "cache")
         assert lines[0].endswith("1 failed") and "aten.nonzero" in lines[1]
     assert len(calls.read_text().splitlines()) == 1
-    assert compiled.lookup(cell(strategy="fsdp_tp"), 256, "cpu", tmp_path / "cache") is None
+    assert compiled.lookup(cell(), 256, "cpu", tmp_path / "cache") is None
 
 
 def test_the_fit_check_uses_the_compilers_estimate_and_names_it(tmp_path, monkeypatch):
