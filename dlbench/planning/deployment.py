@@ -7,7 +7,6 @@ object with the run's coordinates as attributes). Analysis environment.
 
 from __future__ import annotations
 
-import functools
 import os
 import shlex
 import sys
@@ -33,7 +32,7 @@ from dlbench.planning.snakemake_api import (
     run_coords,
 )
 from dlbench.protocol import RunProtocol
-from dlbench.runners import env_name, framework_names, processes_per_node
+from dlbench.runners import processes_per_node
 from dlbench.runners.plugin import Capabilities
 
 # What verify_image checked; the training job's step-log header takes the image digest from it.
@@ -46,11 +45,6 @@ class DeploymentError(ValueError):
     pass
 
 
-# A framework's environment on a device (its capabilities' env or device_envs: a plug-in may
-# share one); an environment's own name (envs.smk, data.smk) stays itself.
-_env_name = functools.cache(lambda name, device="cpu": env_name(name, device) if name in framework_names() else name)
-
-
 # The training rules' `conda:` file, relative to the rule files.
 CONDA_FILE = "../../envs/{framework}.yaml"
 
@@ -59,11 +53,11 @@ def conda_file(runs, device: str = "cpu") -> str | Callable:
     """The `conda:` of a training rule for `runs` on `device`: a pattern when every framework's
     environment is its name and one suffix (`pytorch-cuda`: no function per job), else a
     function of the wildcards."""
-    envs = {fw: _env_name(fw, device) for fw in {run.framework for run in runs}}
+    envs = {fw: venvs.env_of(fw, device) for fw in {run.framework for run in runs}}
     suffixes = {env.removeprefix(fw) for fw, env in envs.items() if env.startswith(fw)}
     if len(suffixes) == 1 and all(env.startswith(fw) for fw, env in envs.items()):
         return CONDA_FILE.replace("{framework}", "{framework}" + suffixes.pop())
-    return lambda wildcards: CONDA_FILE.format(framework=_env_name(wildcards.framework, device))
+    return lambda wildcards: CONDA_FILE.format(framework=venvs.env_of(wildcards.framework, device))
 
 
 class Deployment:
@@ -128,7 +122,7 @@ class Deployment:
     # ---- the framework's venv ----
 
     def venv_stamp(self, wildcards) -> str:
-        return os.path.join(self.venvs, _env_name(wildcards.framework, self.device), ENV_STAMP)
+        return os.path.join(self.venvs, venvs.env_of(wildcards.framework, self.device), ENV_STAMP)
 
     def venv_inputs(self, wildcards) -> list:
         """The venv a job needs built first: none for a site environment (run.python)."""
@@ -166,7 +160,7 @@ class Deployment:
     def venv_built(self, wildcards) -> bool:
         """The venv's stamp is newer than its lock and only mtime triggers a rebuild."""
         if wildcards.framework not in self._venv_built:
-            env = _env_name(wildcards.framework, self.device)
+            env = venvs.env_of(wildcards.framework, self.device)
             stamp, lock = self.venv_stamp(wildcards), os.path.join(self.repo, "envs", f"{env}.txt")
             built = os.path.exists(stamp) and os.path.exists(lock) and os.path.getmtime(stamp) >= os.path.getmtime(lock)
             self._venv_built[wildcards.framework] = built and set(self.rerun_triggers()) == {RerunTrigger.MTIME}
@@ -213,7 +207,7 @@ class Deployment:
             return None
         if self.runtime != "none":
             return os.path.join(IMAGE_CODE_DIR, "envs", f"{image_name(wildcards.framework, self.device)}.txt")
-        return os.path.join(self.pythonpath(wildcards), "envs", f"{_env_name(wildcards.framework, self.device)}.txt")
+        return os.path.join(self.pythonpath(wildcards), "envs", f"{venvs.env_of(wildcards.framework, self.device)}.txt")
 
     def environment(self, wildcards) -> str:
         """Variables for the training command (set in the command: --cleanenv drops the host's)."""

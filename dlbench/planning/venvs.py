@@ -18,9 +18,11 @@ def venvs_dir(repo: str, environ: Mapping = os.environ) -> str:
 def venv_python(venvs: str, framework: str, device: str, site_pythons: Mapping) -> str:
     """The framework's Python: the site's (run.python), else its venv's."""
     site = site_pythons.get(framework)
-    return site or os.path.join(venvs, _env(framework, device), "bin", "python")
+    return site or os.path.join(venvs, env_of(framework, device), "bin", "python")
 
 
 @functools.cache  # asked once per training job while the DAG is built
-def _env(framework: str, device: str) -> str:
-    return env_name(framework, device) if framework in framework_names() else framework
+def env_of(name: str, device: str = "cpu") -> str:
+    """A framework's environment on `device` (its capabilities' env or device_envs: a plug-in
+    may share one); an environment's own name (analysis, a data format's) stays itself."""
+    return env_name(name, device) if name in framework_names() else name
