@@ -32,6 +32,15 @@ class Schedule:
         work = 3 * v * m if self.name == "zero_bubble" else v * m
         return (p - 1) / (work + p - 1)
 
+    def in_flight(self, ranks: int, rank: int, microbatches: int) -> float:
+        """The micro-batches whose activations pipeline rank `rank` keeps at its peak, in units
+        of one micro-batch through all its layers: GPipe every one; 1F1B the p − rank of its
+        warm-up; the interleaved schedules Megatron-LM's (p − rank)(1 + (p − 1)/(p·v))."""
+        m, p, v = microbatches, ranks, self.stages_per_rank
+        if self.name == "gpipe":
+            return float(m)
+        return min(float(m), (p - rank) * (1 + (p - 1) / (p * v) if v > 1 else 1))
+
 
 SCHEDULES = {
     s.name: s

@@ -18,8 +18,10 @@ from dlbench.planning import compiled, fit, grid
 GIB = 2**30
 
 
-def cell(framework="pytorch", strategy="fsdp", model="llama_small", batch="2", scale="1x2", data="synthetic"):
-    return CellKey(framework, model, "fp32", data, batch, scale, strategy)
+def cell(
+    framework="pytorch", strategy="fsdp", model="llama_small", batch="2", scale="1x2", data="synthetic", **training
+):
+    return CellKey(framework, model, "fp32", data, batch, scale, strategy, **training)
 
 
 def fake_estimator(tmp_path, results, name="python"):
@@ -52,12 +54,14 @@ def test_the_shape_leaves_out_the_data_and_names_what_changes_the_estimate():
             (cell(), 512, "cpu"),
             (cell(), 256, "cuda"),
             (cell(strategy="ddp"), 256, "cpu"),
+            (cell(strategy="pp", pp_schedule="1f1b", pp_microbatches=4), 256, "cpu"),
+            (cell(strategy="pp", pp_schedule="1f1b", pp_microbatches=2), 256, "cpu"),
         ]
     }
-    assert len(keys) == 4
-    # no estimator: another framework, a pipeline strategy, a searched batch
+    assert len(keys) == 6
+    # no estimator: another framework, Horovod's hooked optimizer, a searched batch
     assert compiled.request(cell(framework="tensorflow", strategy="multiworker"), 256, "cpu") is None
-    assert compiled.request(cell(strategy="pp"), 256, "cpu") is None
+    assert compiled.request(cell(strategy="horovod"), 256, "cpu") is None
     assert compiled.request(cell(batch="max"), 256, "cpu") is None
 
 

@@ -84,13 +84,8 @@ class Pipeline:
     microbatches: int
 
     def in_flight(self, ranks: int, rank: int) -> float:
-        """The micro-batches whose activations pipeline rank `rank` keeps at its peak, in units
-        of one micro-batch through all its layers: GPipe every one; 1F1B the p − rank of its
-        warm-up; the interleaved schedules Megatron-LM's (p − rank)(1 + (p − 1)/(p·v))."""
-        m, v = self.microbatches, pipelining.schedule(self.schedule).stages_per_rank
-        if self.schedule == "gpipe":
-            return float(m)
-        return min(float(m), (ranks - rank) * (1 + (ranks - 1) / (ranks * v) if v > 1 else 1))
+        """The micro-batches pipeline rank `rank` keeps at its peak (dlbench.pipelining)."""
+        return pipelining.schedule(self.schedule).in_flight(ranks, rank, self.microbatches)
 
 
 def _activation_bytes_per_token(

@@ -13,11 +13,10 @@ from dlbench.analysis import memory
 from dlbench.analysis.flops import count
 from dlbench.coords import CellKey, RunCoords
 from dlbench.models import CATALOGUE, sample_unit
-from dlbench.planning import compiled
 from dlbench.planning.grid import ConfigError, expand
 from dlbench.steplog import read_steplog
 from tests.conftest import SHARED_CORES_ENV, framework_python
-from tests.frameworks import equivalence
+from tests.frameworks import equivalence, estimates
 
 SEQ_LEN = 64
 CASE = {"model": "llama_small", "batch": 4}  # the global batch: 2 devices × 2
@@ -226,14 +225,9 @@ def test_pytorch_strategy_reproduces_the_single_device_losses(torch_single, stra
 
 
 def _compiler_estimates(tmp_path, framework, strategies, scale, batch):
-    """strategy → the compilers' estimate (dlbench.planning.compiled) of the llama_small cell
-    these tests run at SEQ_LEN, made and cached as planning makes it (the framework's estimator
-    in its environment)."""
+    """strategy → the compilers' estimate of the llama_small cell these tests run at SEQ_LEN."""
     cells = {s: CellKey(framework, "llama_small", "fp32", "synthetic", str(batch), scale, s) for s in strategies}
-    shapes = [compiled.request(c, SEQ_LEN, "cpu") for c in cells.values()]
-    lines = compiled.prepare(shapes, {}, tmp_path)
-    assert lines[0].endswith(" 0 failed"), lines
-    return {s: compiled.lookup(c, SEQ_LEN, "cpu", tmp_path) for s, c in cells.items()}
+    return estimates.compiler_estimates(tmp_path, cells, SEQ_LEN)
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +264,7 @@ def test_pytorch_compiler_estimate_is_near_the_measured_peak(strategy_run, torch
     measured = {}
     for strategy in torch_estimates:
         logs = [read_steplog(p) for p in sorted(strategy_run(strategy)[0].glob("rank*.steps.jsonl"))]
-        measured[strategy] = memory.run_memory(logs, RunCoords.from_dict(logs[0].header["run"]))["peak_memory_gib"]
+        measured[strategy] = estimates.measured_peak_gib(logs)
     said = (torch_estimates, measured)
     assert torch_estimates["ddp"].gib == pytest.approx(measured["ddp"], rel=COMPILED_TOLERANCE), said
     for sharded in ("fsdp", "fsdp_tp"):

@@ -34,8 +34,8 @@ def _spec(request: dict):
 
 
 @contextlib.contextmanager
-def _fake_world(torch, world_size: int):
-    """A fake process group of `world_size` ranks (collectives do nothing), device meshes built
+def _fake_world(torch, world_size: int, rank: int = 0):
+    """A fake process group of `world_size` ranks seen from `rank` (collectives do nothing), device meshes built
     outside fake mode (their rank tables are real tensors: the strategy's and those FSDP2 makes
     of a TP mesh), and the strategy's own init_process_group a no-op for the while."""
     import torch.distributed as dist
@@ -54,7 +54,7 @@ def _fake_world(torch, world_size: int):
         return call
 
     if world_size > 1:
-        real_init("fake", store=FakeStore(), rank=0, world_size=world_size)
+        real_init("fake", store=FakeStore(), rank=rank, world_size=world_size)
     dist.init_process_group, device_mesh.init_device_mesh = (lambda *a, **k: None), outside_fake_mode(real_mesh)
     device_mesh.DeviceMesh.__init__ = outside_fake_mode(real_mesh_init)
     try:
@@ -88,6 +88,8 @@ def tensor_peak(request: dict) -> int:
     from dlbench.runners.pytorch import Runner, strategies
 
     spec = _spec(request)
+    if strategies.for_run(spec).schedules_micro_batches:
+        return pipeline_tensor_peak(spec)
     ddp = spec.coords.strategy == "ddp"
     runner = Runner(spec)
     runner.import_framework()
@@ -110,6 +112,101 @@ def tensor_peak(request: dict) -> int:
         (peak,) = tracker.get_tracker_snapshot("peak").values()
         buckets = GRADIENT_BYTES * runner.params if ddp else 0
     return int(peak["Total"]) + buckets
+
+
+@contextlib.contextmanager
+def _stages_only(pipeline_parallel):
+    """A pipeline strategy builds its rank's stages, not torch's schedule, whose stages talk to
+    their peers at the first step (a fake process group has none): the estimate steps the
+    stages itself. torch's pipelining is imported all the same, as a rank imports it (the
+    runtime `main` reads). Put back after."""
+    import torch.distributed.pipelining  # noqa: F401
+
+    kept = pipeline_parallel._schedule
+    pipeline_parallel._schedule = lambda self, modules, stages, device, microbatches: None
+    try:
+        yield
+    finally:
+        pipeline_parallel._schedule = kept
+
+
+def pipeline_tensor_peak(spec) -> int:
+    """The peak of the pipeline rank that needs the most: each rank's stages built as its
+    runner builds them, one micro-batch's forward and backward through them under the tracker,
+    its kept activations counted as many times as the schedule keeps micro-batches in flight
+    at that rank's peak (dlbench.pipelining), then the optimizer's step."""
+    from dlbench.runners.pytorch import strategies
+
+    ranks = strategies.for_run(spec).pipeline_ranks(spec)
+    per_pipeline_rank = spec.dist.world_size // ranks
+    return max(_pipeline_rank_peak(spec, index, index * per_pipeline_rank) for index in range(ranks))
+
+
+def _pipeline_rank_peak(spec, index: int, rank: int) -> int:
+    """Pipeline rank `index` (global rank `rank`): its tracked micro-batch composed with the
+    schedule's in-flight count, or its optimizer step, whichever is higher (bytes)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from dlbench.runners.pytorch import Runner
+    from dlbench.runners.pytorch.pipeline_parallel import PipelineParallel
+
+    runner = Runner(spec)
+    runner.import_framework()
+    with _stages_only(PipelineParallel), _fake_world(torch, spec.dist.world_size, rank), FakeTensorMode():
+        runner.build()
+        plan = runner.strategy.plan
+        microbatches = spec.coords.pp_microbatches
+        sequences = spec.batch * runner.strategy.ranks // microbatches
+        tokens = torch.randint(0, _llm_shape(spec).vocab, (sequences, spec.seq_len + 1))
+        _stage_passes(runner, tokens)  # AdamW's state made, as before a run's measured steps
+        runner.optimizer_step()
+        runner.optimizer.zero_grad(set_to_none=True)
+        tracker = MemTracker()
+        tracker.track_external(runner.distributed_model, runner.optimizer)
+        with tracker:
+            kept = _stage_passes(runner, tokens, tracker)
+            (passes,) = tracker.get_tracker_snapshot("peak").values()
+            runner.optimizer_step()
+            (step,) = tracker.get_tracker_snapshot("peak").values()
+    in_flight = plan.in_flight(runner.strategy.ranks, index, microbatches)
+    return int(max(passes["Total"] + (in_flight - 1) * kept, step["Total"]))
+
+
+def _llm_shape(spec):
+    from dlbench import llm
+
+    return llm.shape(spec.coords.model)
+
+
+def _stage_passes(runner, tokens, tracker=None) -> int:
+    """One micro-batch's forward through each of the rank's stages (the first takes token ids,
+    the others a residual stream, as a peer would send it), then their backward passes, the
+    last stage's from its loss; the bytes the forwards kept (with a tracker, else 0)."""
+    import torch
+
+    from dlbench.runners.pytorch import llm
+
+    strategy, hidden = runner.strategy, _llm_shape(runner.spec).hidden
+    last = len(strategy.split) - 1
+
+    def current() -> int:
+        return next(iter(tracker.get_tracker_snapshot("current").values()))["Total"] if tracker else 0
+
+    before, outputs = current(), []
+    dtype = runner.autocast_dtype
+    with torch.autocast(runner.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+        for module, stage in zip(runner.distributed_model, strategy.stage_ids, strict=True):
+            x = tokens[:, :-1] if stage == 0 else torch.randn(*tokens[:, :-1].shape, hidden, requires_grad=True)
+            outputs.append((stage, module(x)))
+    kept = current() - before
+    for stage, out in reversed(outputs):
+        if stage == last:
+            llm.logits_loss(out, tokens[:, 1:]).backward()
+        else:
+            out.backward(torch.ones_like(out))
+    return kept
 
 
 def _tracker(runner):

@@ -105,7 +105,9 @@ class PipelineParallel(DDP):
         losses = [] if self.last else None
         inputs = (tokens[:, :-1],) if self.first else ()
         self.busy, start = 0.0, clock()
-        self.schedule.step(*inputs, target=tokens[:, 1:] if self.last else None, losses=losses)
+        # return_outputs=False: the last stage would keep every micro-batch's logits, and
+        # their concatenation, to the step's end; the losses are all a step reports.
+        self.schedule.step(*inputs, target=tokens[:, 1:] if self.last else None, losses=losses, return_outputs=False)
         window = clock() - start
         self.bubbles.append(min(1.0, max(0.0, 1.0 - self.busy / window)) if window > 0 else 0.0)
         return torch.stack(losses).mean().detach() if self.last else None
