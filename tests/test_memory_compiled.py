@@ -3,6 +3,7 @@ made for, the on-disk cache that a second plan reads without spawning, the fall-
 formula when an estimator fails, and which estimate the fit check and the tables use. The
 estimators themselves run in tests/frameworks/test_llm.py."""
 
+import copy
 import json
 import math
 import stat
@@ -14,6 +15,7 @@ import pytest
 from dlbench.analysis import memory
 from dlbench.coords import CellKey, RunCoords
 from dlbench.planning import compiled, fit, grid
+from dlbench.planning import config as dlbench_config
 
 GIB = 2**30
 
@@ -153,3 +155,29 @@ def test_runs_csv_shows_the_working_directorys_copy_beside_the_formula(tmp_path,
     monkeypatch.setattr(compiled, "code_digest", lambda framework, device: "edited")
     assert compiled.lookup(coords.cell, 256, "cpu") is None
     assert memory.run_memory([log], coords)["compiled_estimate_gib"] == pytest.approx(1.25)
+
+
+def test_a_bad_grid_is_refused_before_any_estimator_runs(tmp_path, monkeypatch):
+    """A cross-reference the schema cannot check (an exclude rule naming an unknown model) is
+    refused before planning spawns an estimator for the grid's LLM cells; fixed, it spawns."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(compiled, "CACHE_DIR", tmp_path / "cache")
+    python, calls = fake_estimator(tmp_path, {"tensors": GIB, "runtime": 0})
+    config = {
+        "grid": {
+            "frameworks": ["pytorch"],
+            "models": ["llama_small"],
+            "batch_per_device": [2],
+            "scales": ["1x2"],
+            "strategies": {"pytorch": ["fsdp"]},
+            "exclude": [{"model": "resnet5O"}],
+        },
+        "protocol": {"preset": "caict2020"},
+        "run": {"python": {"pytorch": python}},
+    }
+    with pytest.raises(grid.ConfigError, match="resnet5O"):
+        dlbench_config.checked_grid(copy.deepcopy(config), estimate_memory=True)
+    assert not calls.exists()
+    config["grid"]["exclude"] = []
+    assert dlbench_config.checked_grid(config, estimate_memory=True).runs
+    assert calls.exists()

@@ -90,9 +90,10 @@ def checked_grid(config: dict, found=None, estimate_memory: bool = False):
     if problem:
         raise grid.ConfigError(origins.where(problem, found()) if found else problem)
     try:
+        grid.check_semantics(config)  # a bad cross-reference is refused before any estimator runs
         shapes = grid.estimated_shapes(config) if estimate_memory else []
         notes = compiled.prepare(shapes, config["run"])  # before expand: its N/A cells read them
-        expanded = grid.expand(config)
+        expanded = grid.expand_checked(config)
         compiled.copy_to_workdir(shapes, compiled.WORKDIR_DIR)  # a grid refused writes nothing
         return dataclasses.replace(expanded, notes=notes)
     except grid.ConfigError as error:

@@ -321,6 +321,11 @@ def _why_not(config: dict, cell: CellKey) -> str | None:
 
 def expand(config: dict) -> Grid:
     check_semantics(config)
+    return expand_checked(config)
+
+
+def expand_checked(config: dict) -> Grid:
+    """`expand` of a config whose cross-references check_semantics has passed."""
     proto = protocols.resolve(config["protocol"])
     runs: list[RunCoords] = []
     unavailable: dict[CellKey, str] = {}
