@@ -16,16 +16,18 @@ if [ "$(id -u)" = 0 ]; then
     bash tools/slurm-local/up.sh || echo "[test] no local Slurm cluster: tests marked slurm will skip" >&2
 fi
 # The container tests (tests/test_container_podman.py): podman and runc, debootstrap for the base,
-# squashfs-tools for pyxis's image, and one image, the smallest (MXNet: ≈ 2 min with the base).
+# squashfs-tools for pyxis's image, buildah and skopeo (the rest of tools/containers.sh's tools:
+# tests/test_cluster_page.py plans the images with them), and one image, the smallest (MXNet:
+# ≈ 2 min with the base).
 # Under CI a container test that cannot run fails instead of skipping.
 if [ "$(id -u)" = 0 ]; then
     missing=()
-    for tool in podman runc debootstrap mksquashfs; do
+    for tool in podman runc debootstrap mksquashfs buildah skopeo; do
         command -v "$tool" > /dev/null || missing+=("$tool")
     done
     if [ ${#missing[@]} -gt 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap squashfs-tools > /dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap squashfs-tools buildah skopeo > /dev/null
     fi
     .venvs/analysis/bin/python -m dlbench.images.podman ensure mxnet > /dev/null \
         || echo "[test] the MXNet image did not build: the container tests will fail under CI" >&2
