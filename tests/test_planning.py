@@ -1,6 +1,8 @@
 """The collector policy while Snakemake plans a grid (dlbench/planning/dag.py)."""
 
 import gc
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,16 @@ def test_snakefile_pauses_before_the_config_and_resumes_when_the_run_starts():
     assert text.index("planning.pause_collection()") < text.index("configfile:")
     onstart = text[text.index("onstart:") :].split("\n\n")[0]
     assert "planning.resume_collection()" in onstart
+
+
+def test_the_plan_is_frozen_at_exit_so_the_last_collection_skips_it():
+    # atexit runs its handlers last-registered first: this one reads what pause_collection's left.
+    program = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print(gc.get_freeze_count() >= 100_000))\n"
+        "from dlbench.planning import dag\n"
+        "dag.pause_collection()\n"
+        "plan = [[i] for i in range(100_000)]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "True"
