@@ -103,6 +103,49 @@ def test_fill_defaults_gives_what_snakemakes_validate_gives(grid):
         validate(theirs, CONFIG_SCHEMA, set_default=True)
 
 
+def test_a_config_checked_before_is_read_back_filled_without_the_validator(tmp_path):
+    """The schema's check is kept per config (planning/schema.py, CHECKED_DIR): a second process
+    gets the same filled config without importing jsonschema; a changed config is checked anew,
+    and a damaged record is checked again, not trusted."""
+    import json
+
+    import jsonschema
+
+    from dlbench.planning.schema import checked_key, fill_defaults
+
+    program = (
+        "import json, sys\n"
+        "from dlbench.planning.schema import fill_defaults\n"
+        "config = json.loads(sys.argv[1])\n"
+        "fill_defaults(config, sys.argv[2])\n"
+        "print(json.dumps({'config': config, 'validator': 'jsonschema' in sys.modules}))\n"
+    )
+    config = yaml.safe_load((REPO / "config/grids/caict2020.yaml").read_text())
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", program, json.dumps(config), str(tmp_path)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=REPO,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
+    assert [run["validator"] for run in runs] == [True, False]
+    assert runs[0]["config"] == runs[1]["config"] != config
+    (record,) = tmp_path.glob("*.json")
+    assert record.name == f"{checked_key(config)}.json"
+    changed = {**config, "run": {**config["run"], "threads": 0}}
+    with pytest.raises(jsonschema.ValidationError):
+        fill_defaults(changed, tmp_path)
+    record.write_text("{not json")
+    again = json.loads(json.dumps(config))
+    fill_defaults(again, tmp_path)
+    assert again == runs[0]["config"]
+
+
 def test_command_line_scalars_are_read_as_the_schema_types_them():
     """`--config run='{exclusive: true, threads: 2}'` reaches the config as strings (Snakemake
     reads nested values with YAML's BaseLoader); the schema's types decide what they are."""

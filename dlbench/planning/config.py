@@ -28,6 +28,7 @@ from dlbench.planning.schema import (  # noqa: E402, F401 (REPO, CONFIG_SCHEMA: 
     fill_defaults,
     schema_defaults,
     schema_problem,
+    validation_error,
 )
 
 
@@ -44,14 +45,12 @@ def filled(config: dict, found=None) -> None:
     """Validate `config` and fill in the schema's defaults, in place; a problem is one short
     message naming the key and the bad value, and the file and line that set it where `found`
     (a callable giving the config's origins, asked only then) knows it."""
-    import jsonschema
-
     from dlbench.planning.grid import ConfigError
 
     try:
         fill_defaults(config)
         problem = protocol_problem(config["protocol"])
-    except jsonschema.ValidationError as error:
+    except validation_error() as error:  # evaluated only when something was raised
         # The schema check again, for its one short message (validating once when all is well).
         problem = schema_problem(config) or str(error)
     if problem:

@@ -5,7 +5,11 @@ Stdlib and PyYAML at import (jsonschema inside the checks: the analysis environm
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
+import tempfile
+from pathlib import Path
 
 import yaml
 
@@ -14,6 +18,9 @@ from dlbench.schemas import load_schema, schema_path
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The file, for a validator that reads it by path (Snakemake's `validate`).
 CONFIG_SCHEMA = str(schema_path("config"))
+# Configs the schema has passed, filled, by what decides the result (checked_key): importing
+# jsonschema alone is a fiftieth of a CAICT dry run, paid by every Snakemake invocation.
+CHECKED_DIR = Path(REPO) / ".cache" / "config_checks"
 
 
 def schema_defaults(*keys: str) -> dict:
@@ -38,12 +45,60 @@ def _path(error) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
-def fill_defaults(config: dict) -> None:
-    """Validate `config` against the schema and fill in its defaults, as Snakemake's
+def fill_defaults(config: dict, checked_dir: Path | None = None) -> None:
+    """Validate `config` against the schema and fill in its defaults, in place, as Snakemake's
     `validate(config, schema, set_default=True)` does (jsonschema's documented recipe), on the
     schema read once with libyaml: Snakemake's reads it with the pure-Python loader on every
-    invocation (a fifth of the Snakefile's parse time, docs/planning.md). Raises jsonschema's
-    ValidationError."""
+    invocation (a fifth of the Snakefile's parse time, docs/planning.md). A config passed before
+    is read back filled from `checked_dir` (CHECKED_DIR). Raises jsonschema's ValidationError."""
+    key = checked_key(config)
+    path = Path(checked_dir or CHECKED_DIR) / f"{key}.json" if key else None
+    try:
+        filled = json.loads(path.read_text(encoding="utf-8")) if path else None
+    except (OSError, ValueError):
+        filled = None
+    if isinstance(filled, dict):
+        config.clear()
+        config.update(filled)
+        return
+    _validate_filling(config)
+    if path:
+        _write_atomically(path, json.dumps(config))
+
+
+def validation_error() -> type[Exception]:
+    """jsonschema's ValidationError, imported when asked: a config checked before needs none."""
+    import jsonschema
+
+    return jsonschema.ValidationError
+
+
+def checked_key(config: dict) -> str | None:
+    """The name of `config`'s check: its JSON text (key order kept: the filled config keeps it),
+    the schema, this module and the analysis lock (jsonschema's release). None for a config JSON
+    cannot carry unchanged (a tuple, a date)."""
+    text = json.dumps(config, default=repr)
+    if json.loads(text) != config:
+        return None
+    digest = hashlib.sha256(text.encode())
+    lock = Path(REPO) / "envs" / "analysis.txt"
+    for path in (schema_path("config"), Path(__file__), lock):
+        digest.update(path.read_bytes() if path.exists() else b"")
+    return digest.hexdigest()[:32]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Another process planning at once (a Slurm job's Snakemake) reads a whole file or none."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as out:
+            out.write(text)
+        os.replace(out.name, path)
+    except OSError:
+        pass  # a read-only checkout checks again next time
+
+
+def _validate_filling(config: dict) -> None:
     import jsonschema
 
     check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
