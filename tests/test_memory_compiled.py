@@ -181,3 +181,31 @@ def test_a_bad_grid_is_refused_before_any_estimator_runs(tmp_path, monkeypatch):
     config["grid"]["exclude"] = []
     assert dlbench_config.checked_grid(config, estimate_memory=True).runs
     assert calls.exists()
+
+
+def test_a_cuda_grid_with_a_gpu_target_compiles_for_it_with_no_gpu_attached(tmp_path, monkeypatch):
+    """run.gpu_target_config: the JAX estimator of a CUDA shape is asked to compile for that
+    device (its request names the spec); the estimate is cached under that spec's text, so
+    another device's spec makes it anew; the fit check finds it; no file is one message."""
+    monkeypatch.chdir(tmp_path)
+    python, calls = fake_estimator(tmp_path, {"tensors": 31 * GIB, "runtime": GIB})
+    spec = tmp_path / "h200.txtpb"
+    spec.write_text('gpu_device_info { core_count: 132 }\nplatform_name: "CUDA"\n')
+    run = {"device": "cuda", "python": {"jax": python}, "gpu_target_config": "h200.txtpb", "seq_len": 256}
+    jax_cell = cell(framework="jax", strategy="single", scale="1x1")
+    shape, cache = compiled.request(jax_cell, 256, "cuda"), tmp_path / "cache"
+    assert compiled.prepare([shape], run, cache)[0].endswith(f"1 made now ({cache}), 0 failed")
+    (request,) = json.loads(calls.read_text())
+    assert request["target_config"] == str(spec) and request["device"] == "cuda"
+    made = compiled.lookup(jax_cell, 256, "cuda", cache, target=compiled.target_digest(run))
+    assert made.gib == pytest.approx(31.0)  # a GPU's peak is the allocator's: no runtime added
+    assert compiled.lookup(jax_cell, 256, "cuda", cache) is None  # not the estimate of an attached GPU
+    spec.write_text('gpu_device_info { core_count: 114 }\nplatform_name: "CUDA"\n')
+    assert "0 cached, 1 made now" in compiled.prepare([shape], run, cache)[0]
+    monkeypatch.setattr(compiled, "CACHE_DIR", cache)
+    fits = {"run": {**run, "device_memory_gib": 30.0}}
+    assert "needs ≈ 31.0 GiB" in grid._unfit(fits, jax_cell)
+    # a CPU grid ignores it; a missing file is refused, naming the key
+    assert compiled.target_config({**run, "device": "cpu"}) == ""
+    problem = dlbench_config.gpu_target_problem({**run, "gpu_target_config": "h100.txtpb"})
+    assert problem.startswith("run.gpu_target_config: no file at 'h100.txtpb'")

@@ -77,18 +77,39 @@ def code_digest(framework: str, device: str) -> str:
     return digest.hexdigest()
 
 
-def key(shape: dict, code: bool = True) -> str:
-    """The record's name: the shape and (`code`) the digest of the code that makes it, as the
-    checkout's cache names it. A working directory's copy is named by the shape alone: it is
-    what that grid's planning used, which its tables read whatever the code is later."""
+def key(shape: dict, code: bool = True, target: str = "") -> str:
+    """The record's name: the shape and (`code`) the digest of the code that makes it and of the
+    GPU `target` it was compiled for (target_digest), as the checkout's cache names it. A working
+    directory's copy is named by the shape alone: it is what that grid's planning used, which its
+    tables read whatever the code is later."""
     named = {"shape": shape}
     if code:
         named["code"] = code_digest(shape["coords"]["framework"], shape["device"])
+        if target and shape["device"] == "cuda":
+            named["target"] = target
     return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def cache_path(shape: dict, cache_dir: str | Path | None = None, code: bool = True) -> Path:
-    return Path(cache_dir or CACHE_DIR) / shape["coords"]["framework"] / f"{key(shape, code)}.json"
+def cache_path(shape: dict, cache_dir: str | Path | None = None, code: bool = True, target: str = "") -> Path:
+    return Path(cache_dir or CACHE_DIR) / shape["coords"]["framework"] / f"{key(shape, code, target)}.json"
+
+
+def target_config(run: dict) -> str:
+    """The absolute path of run.gpu_target_config on a CUDA grid ("" where none is set): the
+    device XLA compiles the JAX cells' steps for when no GPU is attached (docs/memory.md)."""
+    path = run.get("gpu_target_config") or ""
+    return os.path.abspath(path) if path and run.get("device") == "cuda" else ""
+
+
+def target_digest(run: dict) -> str:
+    """What the estimates' cache keys of a grid's CUDA shapes add for its target (its text)."""
+    path = target_config(run)
+    return _file_digest(path, os.stat(path).st_mtime_ns) if path and os.path.isfile(path) else ""
+
+
+@functools.cache
+def _file_digest(path: str, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def of_record(record: dict, device: str) -> Estimate:
@@ -101,14 +122,20 @@ def of_record(record: dict, device: str) -> Estimate:
 
 
 def lookup(
-    cell: CellKey, seq_len: int, device: str, cache_dir: str | Path | None = None, code: bool = True
+    cell: CellKey,
+    seq_len: int,
+    device: str,
+    cache_dir: str | Path | None = None,
+    code: bool = True,
+    target: str = "",
 ) -> Estimate | None:
     """The cached compiler estimate of `cell` (None: not made, or no estimator applies);
-    `code=False` in a working directory's copy (WORKDIR_DIR, named by the shape alone)."""
+    `code=False` in a working directory's copy (WORKDIR_DIR, named by the shape alone);
+    `target`: the grid's target_digest."""
     shape = request(cell, seq_len, device)
     if shape is None:
         return None
-    path = os.path.abspath(cache_path(shape, cache_dir, code))
+    path = os.path.abspath(cache_path(shape, cache_dir, code, target))
     try:
         read = (path, os.stat(path).st_mtime_ns)  # a working directory's copy may be rewritten
         if read not in _READ:
@@ -135,7 +162,8 @@ def prepare(shapes: list[dict], run: dict, cache_dir: str | Path | None = None) 
         return []
     from concurrent.futures import ThreadPoolExecutor  # only where an LLM grid is planned
 
-    missing = {key(s): s for s in shapes if not cache_path(s, cache_dir).exists()}
+    target = target_digest(run)
+    missing = {key(s): s for s in shapes if not cache_path(s, cache_dir, target=target).exists()}
     batches = _batches(list(missing.values()))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         outcomes = list(pool.map(lambda batch: _spawn(batch, run), batches))
@@ -143,14 +171,14 @@ def prepare(shapes: list[dict], run: dict, cache_dir: str | Path | None = None) 
         for shape, result in zip(batch, results, strict=True):
             if result.get("spawn"):  # the process, not the shape, failed: asked again next time
                 continue
-            path = cache_path(shape, cache_dir)
+            path = cache_path(shape, cache_dir, target=target)
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(f".{os.getpid()}.part")  # another planner may write it too
             partial.write_text(json.dumps({"shape": shape, **result}, indent=1))
             os.replace(partial, path)
     failures = [
         f"  {_named(s)}: {error}: the formula's estimate is used"
-        for s, error in _errors(shapes, outcomes, batches, cache_dir)
+        for s, error in _errors(shapes, outcomes, batches, cache_dir, target)
     ]
     made = sum(1 for batch, results in zip(batches, outcomes, strict=True) for r in results if "error" not in r)
     lines = [
@@ -160,7 +188,7 @@ def prepare(shapes: list[dict], run: dict, cache_dir: str | Path | None = None) 
     return lines + failures
 
 
-def _errors(shapes, outcomes, batches, cache_dir):
+def _errors(shapes, outcomes, batches, cache_dir, target):
     """(shape, error) of every shape without an estimate: its process's failure now, or the
     estimator's error as cached (a shape it cannot estimate is not asked again)."""
     failed = {
@@ -174,18 +202,21 @@ def _errors(shapes, outcomes, batches, cache_dir):
             yield shape, failed[key(shape)]
             continue
         try:
-            error = json.loads(cache_path(shape, cache_dir).read_text()).get("error")
+            error = json.loads(cache_path(shape, cache_dir, target=target).read_text()).get("error")
         except (OSError, ValueError):
             error = "no estimate"
         if error:
             yield shape, error
 
 
-def copy_to_workdir(shapes: list[dict], workdir_copy: str, cache_dir: str | Path | None = None) -> None:
+def copy_to_workdir(
+    shapes: list[dict], workdir_copy: str, cache_dir: str | Path | None = None, run: dict | None = None
+) -> None:
     """The grid's cached estimates into the working directory (WORKDIR_DIR at planning), named
     by their shapes, each written where it differs."""
+    digest = target_digest(run or {})
     for shape in shapes:
-        source, target = cache_path(shape, cache_dir), cache_path(shape, workdir_copy, code=False)
+        source, target = cache_path(shape, cache_dir, target=digest), cache_path(shape, workdir_copy, code=False)
         if not source.exists() or (target.exists() and target.read_bytes() == source.read_bytes()):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -212,6 +243,8 @@ def _spawn(batch: list[dict], run: dict) -> list[dict]:
     """One estimator process's results for `batch`; each an error where the process failed."""
     framework, device = batch[0]["coords"]["framework"], batch[0]["device"]
     python = python_of(framework, device, run)
+    if target_config(run) and device == "cuda":  # compiled for that GPU with none attached
+        batch = [{**shape, "target_config": target_config(run)} for shape in batch]
     if not os.access(python, os.X_OK):
         return [{"error": f"no {framework} environment at {python} yet", "spawn": True}] * len(batch)
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}

@@ -84,6 +84,7 @@ def checked_grid(config: dict, found=None, estimate_memory: bool = False):
         paths.config_problem(config)
         or paths.source_problem(config)
         or site_python_problem(config)
+        or gpu_target_problem(config["run"])
         or framework_options_problem(config)
     )
     if problem:
@@ -93,10 +94,18 @@ def checked_grid(config: dict, found=None, estimate_memory: bool = False):
         shapes = grid.estimated_shapes(config) if estimate_memory else []
         notes = compiled.prepare(shapes, config["run"])  # before expand: its N/A cells read them
         expanded = grid.expand_checked(config)
-        compiled.copy_to_workdir(shapes, compiled.WORKDIR_DIR)  # a grid refused writes nothing
+        compiled.copy_to_workdir(shapes, compiled.WORKDIR_DIR, run=config["run"])  # a grid refused writes nothing
         return dataclasses.replace(expanded, notes=notes)
     except grid.ConfigError as error:
         raise grid.ConfigError(origins.where(str(error), found()) if found else str(error)) from None
+
+
+def gpu_target_problem(run: dict) -> str | None:
+    """A run.gpu_target_config that names no file (checked before planning compiles for it)."""
+    path = run.get("gpu_target_config") or ""
+    if path and not os.path.isfile(path):
+        return f"run.gpu_target_config: no file at {path!r} (the XLA GpuTargetConfigProto text of the GPU)"
+    return None
 
 
 def site_python_problem(config: dict) -> str | None:

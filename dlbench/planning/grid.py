@@ -220,7 +220,10 @@ def _unfit(config: dict, cell: CellKey) -> str | None:
     if device_gib is None:
         return None
     seq_len, device = planned_sizes(run, cell.model)[1], run.get("device", "cpu")
-    made = compiled.lookup(cell, seq_len, device) if run.get("memory_estimate") != "formula" else None
+    if run.get("memory_estimate") == "formula":
+        made = None
+    else:
+        made = compiled.lookup(cell, seq_len, device, target=compiled.target_digest(run))
     if made is not None:
         return fit.unfit_reason(made.gib, device_gib, made.basis)
     needed = fit.cell_estimate_gib(cell, seq_len, device)
