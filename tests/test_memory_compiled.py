@@ -205,7 +205,10 @@ def test_a_cuda_grid_with_a_gpu_target_compiles_for_it_with_no_gpu_attached(tmp_
     monkeypatch.setattr(compiled, "CACHE_DIR", cache)
     fits = {"run": {**run, "device_memory_gib": 30.0}}
     assert "needs ≈ 31.0 GiB" in grid._unfit(fits, jax_cell)
-    # a CPU grid ignores it; a missing file is refused, naming the key
+    # PyTorch's estimate needs no device: the spec is not in its key; a CPU grid ignores it;
+    # a missing file is refused, naming the key
+    torch_shape = compiled.request(cell(scale="1x1", strategy="single"), 256, "cuda")
+    assert compiled.key(torch_shape, target="abc") == compiled.key(torch_shape)
     assert compiled.target_config({**run, "device": "cpu"}) == ""
     problem = dlbench_config.gpu_target_problem({**run, "gpu_target_config": "h100.txtpb"})
     assert problem.startswith("run.gpu_target_config: no file at 'h100.txtpb'")

@@ -46,6 +46,9 @@ TIMEOUT_S = 900
 WORKERS = 2  # estimator processes at once (torch's shapes split in two)
 # Strategies the estimators do not build: Horovod's step is its optimizer's allreduce hooks.
 NOT_ESTIMATED = ("horovod",)
+# Estimators that compile for a GPU described by run.gpu_target_config (XLA's deviceless compile);
+# PyTorch's needs no device at all.
+COMPILES_FOR_TARGET = ("jax",)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def key(shape: dict, code: bool = True, target: str = "") -> str:
     named = {"shape": shape}
     if code:
         named["code"] = code_digest(shape["coords"]["framework"], shape["device"])
-        if target and shape["device"] == "cuda":
+        if target and _for_target(shape):
             named["target"] = target
     return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -110,6 +113,10 @@ def target_digest(run: dict) -> str:
 @functools.cache
 def _file_digest(path: str, mtime_ns: int) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _for_target(shape: dict) -> bool:
+    return shape["device"] == "cuda" and shape["coords"]["framework"] in COMPILES_FOR_TARGET
 
 
 def of_record(record: dict, device: str) -> Estimate:
@@ -243,8 +250,9 @@ def _spawn(batch: list[dict], run: dict) -> list[dict]:
     """One estimator process's results for `batch`; each an error where the process failed."""
     framework, device = batch[0]["coords"]["framework"], batch[0]["device"]
     python = python_of(framework, device, run)
-    if target_config(run) and device == "cuda":  # compiled for that GPU with none attached
-        batch = [{**shape, "target_config": target_config(run)} for shape in batch]
+    target = target_config(run)
+    if target and _for_target(batch[0]):  # compiled for that GPU with none attached
+        batch = [{**shape, "target_config": target} for shape in batch]
     if not os.access(python, os.X_OK):
         return [{"error": f"no {framework} environment at {python} yet", "spawn": True}] * len(batch)
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
