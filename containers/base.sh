@@ -6,7 +6,8 @@
 set -euo pipefail
 out=$1
 suite=bookworm
-packages=python3,python3-venv,libgomp1,libquadmath0
+# The allocators a run may ask for (run.allocator, dlbench/launch/allocator.py) besides the C library's.
+packages=python3,python3-venv,libgomp1,libquadmath0,libjemalloc2,libtcmalloc-minimal4
 # The first deb822 or one-line Debian source apt is configured with.
 mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list.d/*.sources \
     /etc/apt/sources.list 2>/dev/null | head -1 | awk '{print $2}' || true)

@@ -51,6 +51,7 @@ class Header:
     device: str
     local_devices: int
     compile: bool
+    allocator: dict  # the malloc the rank mapped: {"name", "library"} (dlbench.launch.allocator)
     rank: int
     world_size: int
     local_rank: int

@@ -57,11 +57,12 @@ def mxnet_squashfs(mxnet_image) -> dict:
         return squashfs.build(FRAMEWORK, STORE)
 
 
-def request(run_dir: Path, images_dir: Path, **coords) -> LaunchRequest:
+def request(run_dir: Path, images_dir: Path, allocator: str = "system", **coords) -> LaunchRequest:
     coords = make_coords(**{"framework": "mxnet", "batch": "2", **coords})
     return LaunchRequest(
         coords, RunProtocol("mlperf", 1, 2, "mean"), str(run_dir), image_size=32, threads=2, progress_every=0,
         env_lock=f"/opt/dlbench/envs/{coords.framework}.txt", container="podman", images=str(images_dir),
+        allocator=allocator,
     )  # fmt: skip
 
 
@@ -123,13 +124,15 @@ def check_headers(run_dir: Path, lock: dict, ranks: int) -> list[dict]:
 
 @pytest.mark.slow
 def test_every_rank_runs_in_the_pinned_image(tmp_path, mxnet_image, monkeypatch):
-    """Two ranks, two containers on the host network (their rendezvous); ≈ 30 s."""
+    """Two ranks, two containers on the host network (their rendezvous), each on the image's
+    jemalloc (the base holds the allocators run.allocator names); ≈ 30 s."""
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "results" / "runs" / "x"
-    assert run_as_launcher(request(run_dir, STORE, scale="1x2", strategy="dist_sync")) == 0
+    assert run_as_launcher(request(run_dir, STORE, "jemalloc", scale="1x2", strategy="dist_sync")) == 0
     record = json.loads((run_dir / "launch.json").read_text())
     assert record["rank_exit_codes"] == [0, 0] and record["container"]["digest"] == mxnet_image["config_digest"]
-    check_headers(run_dir, mxnet_image, 2)
+    headers = check_headers(run_dir, mxnet_image, 2)
+    assert {header["allocator"]["name"] for header in headers} == {"jemalloc"}
 
 
 @pytest.mark.slow

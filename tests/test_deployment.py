@@ -54,6 +54,7 @@ def test_srun_inside_an_image_is_refused(tmp_path):
 RUN_SETTINGS = {
     "launcher": "local", "data_workers": 0, "threads": 4, "image_size": 64, "seq_len": 0, "device": "cpu",
     "compile": False, "time_limit_s": 900, "progress_every": 5, "memory_cap_mb": 0,
+    "allocator": "tcmalloc",
 }  # fmt: skip
 PROTOCOL = RunProtocol("caict2020", warmup_steps=5, measured_steps=20, statistic="mean")
 

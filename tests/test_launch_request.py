@@ -28,6 +28,7 @@ EVERY_OPTION = {
     "time_limit": 900,
     "progress_every": 0,
     "memory_cap_mb": 700,
+    "allocator": "jemalloc",
     "env_lock": "/repo/envs/pytorch.txt",
     "launcher": "srun",
     "data_dir": "/data/imagenet tf",

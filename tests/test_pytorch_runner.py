@@ -14,9 +14,18 @@ needs_env = pytest.mark.skipif(not PYTHON.exists(), reason="the pytorch environm
 
 
 def launch(
-    run_dir, *extra, model="resnet50", scale="1x1", strategy="single", batch=4, steps=(2, 6), framework="pytorch"
+    run_dir,
+    *extra,
+    model="resnet50",
+    scale="1x1",
+    strategy="single",
+    batch=4,
+    steps=(2, 6),
+    framework="pytorch",
+    environment=(),
 ):
-    """The launcher in the PyTorch environment; `framework="toy"`: the toy plug-in (its numpy is there)."""
+    """The launcher in the PyTorch environment; `framework="toy"`: the toy plug-in (its numpy is
+    there). `environment`: more (name, value) pairs for it."""
     cmd = [
         str(PYTHON),
         "-m",
@@ -65,6 +74,7 @@ def launch(
             "PATH": "/usr/bin:/bin",
             **SHARED_CORES_ENV,
             "DLBENCH_FRAMEWORK_PATH": str(REPO / "tests/plugins"),
+            **dict(environment),
         },
         capture_output=True,
         text=True,

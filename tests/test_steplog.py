@@ -84,6 +84,7 @@ def test_header_type_covers_the_schema_and_writes_in_field_order(tmp_path):
     assert set(header_branch["required"]) - {"type", "schema"} <= set(names)
     values = {name: f"{name}-value" for name in names} | {"run": make_coords().as_dict(), "rank": 0}
     values |= {"world_size": 1, "framework": {"name": "pytorch"}, "protocol": {}, "provenance": {}}
+    values |= {"allocator": {"name": "system", "library": "/lib/libc.so.6"}}
     path = tmp_path / "rank0.steps.jsonl"
     writer = StepLogWriter(path, Header(**values))
     writer.close("ok")

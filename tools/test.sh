@@ -41,6 +41,11 @@ if [ "$(id -u)" = 0 ] && command -v enroot > /dev/null; then
             || echo "[test] the $framework squashfs did not build: the pyxis tests will fail" >&2
     done
 fi
+# The allocators run.allocator preloads (tests/test_allocator.py; Debian's packages).
+if [ "$(id -u)" = 0 ] && ! /sbin/ldconfig -p | grep -q 'libjemalloc.so.2 '; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 libtcmalloc-minimal4 > /dev/null
+fi
 # Two workers (pytest-xdist): tests/conftest.py groups the tests so that each module's fixtures
 # are made once and the Slurm tests run one at a time in one worker. The 25 slowest tests are
 # printed every run (docs/testing.md: the suite's time budget).

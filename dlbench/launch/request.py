@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 
 from dlbench.coords import RUN_FIELDS, TRAINING_DEFAULTS, RunCoords
+from dlbench.launch.allocator import NAMES as ALLOCATOR_NAMES
 from dlbench.protocol import STATISTICS, RunProtocol
 
 # A launcher stops ranks this long after their own time limit: ranks enforce the limit
@@ -63,6 +64,7 @@ class LaunchRequest:
     time_limit: int = _option(0, "seconds per rank; 0 = none")
     progress_every: int = _option(10)
     memory_cap_mb: int = _option(0, "address-space cap per rank (CPU OOM); 0 = none")
+    allocator: str = _option("system", "each rank's malloc (dlbench.launch.allocator)", choices=ALLOCATOR_NAMES)
     env_lock: str | None = _option(None, "the environment's lock file (hashed into the header)")
     options: str = _option("", "the framework's declared options, name=value,... (framework_options.<framework>)")
     python_env: str = _option(

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from dlbench import provenance
+from dlbench.launch import allocator
 from dlbench.launch.container import ImageMismatch
 from dlbench.launch.launchers import launcher_for, this_rank
 from dlbench.launch.prescreen import run_prescreen_rank
@@ -49,6 +50,7 @@ def spec_from(request: LaunchRequest, dist: Distributed) -> RunSpec:
 
 
 def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
+    allocator.preload(request.allocator)
     if request.task == "prescreen":
         return run_prescreen_rank(request, dist)
     spec = spec_from(request, dist)
@@ -69,6 +71,7 @@ def run_as_rank(request: LaunchRequest, dist: Distributed) -> int:
             request.env_lock, site=request.python_env == "site", slurm_request=request.slurm_request()
         ),
         memory_cap_mb=request.memory_cap_mb,
+        allocator=request.allocator,
     )
     return 1 if status == LOG_NOT_WRITTEN else 0
 

@@ -17,6 +17,7 @@ import time
 import traceback
 
 from dlbench import __version__
+from dlbench.launch import allocator as allocators
 from dlbench.launch import energy, host_memory, profiling
 from dlbench.models import samples_per_example
 from dlbench.protocol import RunProtocol
@@ -205,6 +206,7 @@ def run_rank(
     time_limit_s: int = 0,
     provenance: dict | None = None,
     memory_cap_mb: int = 0,
+    allocator: str = "system",
 ) -> str:
     """Run one rank and write its step log. Returns the footer status, or LOG_NOT_WRITTEN
     when the log could not be written (disk full...); never raises."""
@@ -223,6 +225,7 @@ def run_rank(
     start_time = _utc_now()
     try:
         check_model_kind(spec)
+        allocators.check(allocator)
         runner = module.Runner(spec)
         marks = [clock()]
         runner.import_framework()
@@ -319,6 +322,7 @@ def _header(
         device=spec.device,
         local_devices=spec.local_devices,
         compile=spec.compile,
+        allocator=allocators.mapped(),
         rank=spec.dist.rank,
         world_size=spec.dist.world_size,
         local_rank=spec.dist.local_rank,

@@ -263,6 +263,7 @@ class Deployment:
             time_limit=run["time_limit_s"],
             progress_every=run["progress_every"],
             memory_cap_mb=run["memory_cap_mb"],
+            allocator=run["allocator"],
             env_lock=self.env_lock(wildcards),
             python_env="site" if wildcards.framework in self.site_pythons else "lock",
             options=Capabilities.options_text(self.config.get("framework_options", {}).get(wildcards.framework)),

@@ -8,7 +8,7 @@ in a place of its own: docs/workdir.md says why. Analysis environment.
 
 Compared: the warm-up and measured steps, the image size (image models) or sequence
 length (text and LLM models) the run trained at, threads per rank, device, compile, the
-framework's options, the environment lock's sha256 (or a site environment), the container
+allocator, the framework's options, the environment lock's sha256 (or a site environment), the container
 runtime and, for podman, the image's digest. Not compared: what does not change a measured
 step (time limit, progress, run order, Slurm sizing) and the code (a commit does not re-measure).
 A run without a readable header (its ranks never started) cannot be compared and is kept.
@@ -75,6 +75,8 @@ def recorded(header: dict) -> dict:
         "run.threads (per rank)": header.get("threads", UNKNOWN),
         "run.device": header.get("device", UNKNOWN),
         "run.compile": header.get("compile", UNKNOWN),
+        # A log older than the field ran with the C library's: dlbench preloaded nothing then.
+        "run.allocator": (header.get("allocator") or {}).get("name", "system"),
         "framework_options": UNKNOWN if options is UNKNOWN else _normal(options),
         "environment lock": lock,
         "run.container": runtime,
@@ -116,6 +118,7 @@ class Asked:
             "run.threads (per rank)": max(1, config["threads"] // max(1, run_layout(run).tasks_per_node)),
             "run.device": config["device"],
             "run.compile": config["compile"],
+            "run.allocator": config["allocator"],
             "framework_options": _normal(caps.parse_options(caps.options_text(options))),
             "environment lock": self._lock(run),
             "run.container": runtime,
