@@ -54,7 +54,10 @@ def main() -> None:
         mib = [f"{r[k] * MIB_PER_GIB:.0f}" for k in ("formula", "compiler", "measured")]
         print(f"| {r['cell']} | {' | '.join(mib)} | {r['formula_error']:+.1%} | {r['compiler_error']:+.1%} |")
     outside = [r for r in table if not abs(r["compiler_error"]) <= args.target]
-    print(f"\n{len(table) - len(outside)} of {len(table)} runs within ±{args.target:.0%}; outside:")
+    print(
+        f"\n{len(table) - len(outside)} of {len(table)} runs within ±{args.target:.0%}"
+        + ("; outside:" if outside else "")
+    )
     for r in outside:
         print(f"  {r['cell']}: {r['compiler_error']:+.1%}")
 

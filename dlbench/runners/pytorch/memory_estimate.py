@@ -21,6 +21,13 @@ import sys
 from dlbench.runners.base import status_kb
 
 GRADIENT_BYTES = 4  # DDP's reducer buckets: a float32 copy of every gradient (not views)
+# What torch's gloo backend (the CPU's) allocates while FSDP2's collectives run, beside their
+# outputs (measured at 2 and 4 ranks: docs/memory.md): an all-gather a copy of its output, a
+# reduce-scatter one of its input and one of its output. NCCL works in the buffers it is given.
+GLOO_WORKSPACE = {
+    "all_gather_single": lambda output, input: output.nbytes,
+    "reduce_scatter_single": lambda output, input: input.nbytes + output.nbytes,
+}
 
 
 def _spec(request: dict):
@@ -67,6 +74,37 @@ def _fake_world(torch, world_size: int, rank: int = 0):
 
 
 @contextlib.contextmanager
+def _gloo_workspaces(torch, device: str):
+    """On the CPU, each of FSDP2's collectives allocates gloo's workspace (GLOO_WORKSPACE) as it
+    is issued and frees it, so that the tracker's peak holds it where the rank's would; the fake
+    process group allocates nothing. Put back after."""
+    import torch.distributed as dist
+
+    if device != "cpu":
+        yield
+        return
+    kept = {name: getattr(dist, name) for name in GLOO_WORKSPACE}
+
+    def with_workspace(name):
+        def call(output, input, *args, **kwargs):
+            workspace = torch.empty(GLOO_WORKSPACE[name](output, input), dtype=torch.uint8, device=input.device)
+            try:
+                return kept[name](output, input, *args, **kwargs)
+            finally:
+                del workspace
+
+        return call
+
+    for name in GLOO_WORKSPACE:
+        setattr(dist, name, with_workspace(name))
+    try:
+        yield
+    finally:
+        for name, collective in kept.items():
+            setattr(dist, name, collective)
+
+
+@contextlib.contextmanager
 def _unwrapped_ddp(strategies):
     """DDP's reducer cannot run on fake tensors: the step runs on the local model and the
     reducer's buckets are added as GRADIENT_BYTES a parameter (they live the whole run).
@@ -89,12 +127,13 @@ def tensor_peak(request: dict) -> int:
 
     spec = _spec(request)
     if strategies.for_run(spec).schedules_micro_batches:
-        return pipeline_tensor_peak(spec)
+        return pipeline_tensor_peak(spec, request["device"])
     ddp = spec.coords.strategy == "ddp"
     runner = Runner(spec)
     runner.import_framework()
     unwrapped = _unwrapped_ddp(strategies) if ddp else contextlib.nullcontext()
-    with unwrapped, _fake_world(torch, spec.dist.world_size), FakeTensorMode():
+    workspaces = _gloo_workspaces(torch, request["device"])
+    with unwrapped, workspaces, _fake_world(torch, spec.dist.world_size), FakeTensorMode():
         runner.build()
         runner.step()  # AdamW's state made, as before a run's measured steps
         tracker = _tracker(runner)
@@ -130,7 +169,7 @@ def _stages_only(pipeline_parallel):
         pipeline_parallel._schedule = kept
 
 
-def pipeline_tensor_peak(spec) -> int:
+def pipeline_tensor_peak(spec, device: str) -> int:
     """The peak of the pipeline rank that needs the most: each rank's stages built as its
     runner builds them, one micro-batch's forward and backward through them under the tracker,
     its kept activations counted as many times as the schedule keeps micro-batches in flight
@@ -139,10 +178,10 @@ def pipeline_tensor_peak(spec) -> int:
 
     ranks = strategies.for_run(spec).pipeline_ranks(spec)
     per_pipeline_rank = spec.dist.world_size // ranks
-    return max(_pipeline_rank_peak(spec, index, index * per_pipeline_rank) for index in range(ranks))
+    return max(_pipeline_rank_peak(spec, index, index * per_pipeline_rank, device) for index in range(ranks))
 
 
-def _pipeline_rank_peak(spec, index: int, rank: int) -> int:
+def _pipeline_rank_peak(spec, index: int, rank: int, device: str) -> int:
     """Pipeline rank `index` (global rank `rank`): its tracked micro-batch composed with the
     schedule's in-flight count, or its optimizer step, whichever is higher (bytes)."""
     import torch
@@ -154,7 +193,8 @@ def _pipeline_rank_peak(spec, index: int, rank: int) -> int:
 
     runner = Runner(spec)
     runner.import_framework()
-    with _stages_only(PipelineParallel), _fake_world(torch, spec.dist.world_size, rank), FakeTensorMode():
+    stages_only, workspaces = _stages_only(PipelineParallel), _gloo_workspaces(torch, device)
+    with stages_only, workspaces, _fake_world(torch, spec.dist.world_size, rank), FakeTensorMode():
         runner.build()
         plan = runner.strategy.plan
         microbatches = spec.coords.pp_microbatches
