@@ -111,6 +111,13 @@ def test_options_environment_and_container_are_part_of_a_measurement(tmp_path):
         DDP, provenance={**header(DDP)["provenance"], "container": {"runtime": "podman", "digest": "sha256:1"}}
     )
     assert set(found(tmp_path, default, (DDP, podman))) == {("run.container", "podman", "none")}
+    # The malloc a rank mapped (a header from before the field: the C library's).
+    jemalloc = header(DDP, allocator={"name": "jemalloc", "library": "/usr/lib/libjemalloc.so.2"})
+    assert set(found(tmp_path, default, (DDP, jemalloc))) == {("run.allocator", "jemalloc", "system")}
+    assert found(tmp_path, config(allocator="jemalloc"), (DDP, jemalloc)) == {}
+    assert set(found(tmp_path, config(allocator="jemalloc"), (DDP, header(DDP)))) == {
+        ("run.allocator", "system", "jemalloc")
+    }
 
 
 def test_what_a_log_does_not_say_is_not_held_against_it(tmp_path):
