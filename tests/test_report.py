@@ -515,6 +515,13 @@ def test_environment_with_slurm_gpus_and_a_container():
     assert facts["dlbench code (git)"] == "fedcba9876 with uncommitted changes"
     assert facts["Threads per process"] == "4 with 4 processes per node"
     assert facts["Devices"] == "cuda (2 processes)"
+    assert "Memory allocator (malloc)" not in facts  # headers older than the field
+    jemalloc = {**header, "allocator": {"name": "jemalloc", "library": "/usr/lib/libjemalloc.so.2"}}
+    system = {**header, "allocator": {"name": "system", "library": "/usr/lib/libc.so.6"}}
+    facts = dict(environment.summarize(pd.DataFrame(), [jemalloc, jemalloc, system])["facts"])
+    assert facts["Memory allocator (malloc)"] == (
+        "jemalloc (/usr/lib/libjemalloc.so.2): 2 processes, system (/usr/lib/libc.so.6): 1 process"
+    )
 
 
 def test_labels_have_one_spelling_each():

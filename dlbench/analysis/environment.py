@@ -158,6 +158,9 @@ def _facts(headers: list[dict]) -> list[tuple[str, str]]:
     threads = _threads_fact(headers)
     if threads:
         facts.append(("Threads per process", threads))
+    allocators = _allocator_fact(headers)
+    if allocators:  # headers older than the field say nothing: their campaigns' pages stay as they were
+        facts.append(("Memory allocator (malloc)", allocators))
     gits = {}
     for h in headers:
         g = (h.get("provenance") or {}).get("git") or {}
@@ -173,6 +176,14 @@ def _facts(headers: list[dict]) -> list[tuple[str, str]]:
     if starts:
         facts.append(("Runs started", f"{starts[0][:16].replace('T', ' ')} to {starts[-1][:16].replace('T', ' ')} UTC"))
     return facts
+
+
+def _allocator_fact(headers: list[dict]) -> str:
+    """Each malloc the ranks mapped (run.allocator, or a site's preload), with its processes."""
+    mapped = Counter(
+        f"{a['name']} ({a.get('library') or 'library not read'})" for a in (h.get("allocator") for h in headers) if a
+    )
+    return ", ".join(f"{name}: {n} process{'es' if n > 1 else ''}" for name, n in sorted(mapped.items()))
 
 
 def _devices_fact(headers: list[dict]) -> str:
