@@ -141,9 +141,9 @@ def test_every_rank_runs_in_the_pinned_image(tmp_path, mxnet_image, monkeypatch)
     not os.environ.get("CI") and not cluster_answers(), reason="no Slurm cluster answers (tools/slurm-local/up.sh)"
 )
 def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path, mxnet_image):
-    """srun starts one container per rank on both nodes (≈ 1 min)."""
+    """srun starts one container per rank on both nodes, each on the image's tcmalloc (≈ 1 min)."""
     run_dir = tmp_path / "results" / "runs" / FRAMEWORK
-    req = request(run_dir, STORE, framework=FRAMEWORK, scale="2x2", strategy=STRATEGY)
+    req = request(run_dir, STORE, "tcmalloc", framework=FRAMEWORK, scale="2x2", strategy=STRATEGY)
     req = dataclasses.replace(req, launcher="srun", time_limit=240)
     cmd = ["salloc", "-N2", "--ntasks-per-node=2", "--cpus-per-task=1", "--mem=3000", "-t", "8"]
     cmd += [sys.executable, "-m", "dlbench.launch", *req.to_argv()]
@@ -155,6 +155,7 @@ def test_two_nodes_two_ranks_each_in_containers_under_srun(tmp_path, mxnet_image
     assert record["rank_exit_codes"] == [0, 0, 0, 0], out.stderr[-3000:]
     headers = check_headers(run_dir, mxnet_image, 4)
     assert {h["node"] for h in headers} == {"n1", "n2"}
+    assert {h["allocator"]["name"] for h in headers} == {"tcmalloc"}
 
 
 def test_the_squashfs_is_made_from_the_pinned_image_and_holds_the_runner(mxnet_image, mxnet_squashfs):
