@@ -42,7 +42,8 @@ if [ "$(id -u)" = 0 ] && command -v enroot > /dev/null; then
     done
 fi
 # The allocators run.allocator preloads (tests/test_allocator.py; Debian's packages).
-if [ "$(id -u)" = 0 ] && ! /sbin/ldconfig -p | grep -q 'libjemalloc.so.2 '; then
+# (grep reads all of ldconfig's list: an early exit would fail the pipe under pipefail)
+if [ "$(id -u)" = 0 ] && [ "$(/sbin/ldconfig -p | grep -cE 'lib(jemalloc\.so\.2|tcmalloc_minimal\.so\.4) ')" -lt 2 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 libtcmalloc-minimal4 > /dev/null
 fi
