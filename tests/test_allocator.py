@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from dlbench.launch import allocator
+from dlbench.schemas import load_schema
 from dlbench.steplog import read_steplog
 from tests.conftest import REPO
 from tests.test_pytorch_runner import launch, needs_env
@@ -35,6 +36,14 @@ def test_the_mapped_allocator_is_read_from_the_process_maps(tmp_path):
     maps.write_text(libc + anonymous + libc.replace("libc.so.6", "libjemalloc.so.2"))
     assert allocator.mapped(str(maps)) == {"name": "jemalloc", "library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
     assert allocator.mapped(str(tmp_path / "absent")) == {"name": "system", "library": None}
+
+
+def test_the_schemas_name_the_allocators_the_code_knows():
+    # The config offers what a rank can preload; a header may name any allocator it recognises.
+    assert load_schema("config")["properties"]["run"]["properties"]["allocator"]["enum"] == list(allocator.NAMES)
+    header = next(b for b in load_schema("steplog")["oneOf"] if b["properties"]["type"]["const"] == "header")
+    recognised = header["properties"]["allocator"]["properties"]["name"]["enum"]
+    assert recognised == ["system", *allocator.RECOGNISED]
 
 
 PRELOAD_AND_CHECK = """

@@ -22,7 +22,7 @@ LIBRARIES = {
 }
 NAMES = tuple(LIBRARIES)
 # How a mapped library is recognised (a site may preload one the rank was not asked for).
-_MARKERS = {"jemalloc": "libjemalloc", "tcmalloc": "libtcmalloc", "mimalloc": "libmimalloc"}
+RECOGNISED = {"jemalloc": "libjemalloc", "tcmalloc": "libtcmalloc", "mimalloc": "libmimalloc"}
 # How many of the allocator's libraries this rank's re-executions have tried already.
 TRIED = "DLBENCH_ALLOCATOR_TRIED"
 
@@ -41,7 +41,7 @@ def mapped(maps_path: str = "/proc/self/maps") -> dict:
         return {"name": "system", "library": None}
     # address, permissions, offset, device, inode, then the file's path where one is mapped
     files = sorted({f[5].strip() for f in fields if len(f) == 6 and f[5].startswith("/")})
-    for name, marker in _MARKERS.items():
+    for name, marker in RECOGNISED.items():
         found = [path for path in files if os.path.basename(path).startswith(marker)]
         if found:
             return {"name": name, "library": found[0]}
