@@ -58,3 +58,21 @@ def test_launcher_probe_runs_the_launcher_with_the_probed_batch(tmp_path):
     assert probed.run_dir.endswith("/run") and probed == LaunchRequest(
         **{**request.__dict__, "coords": probed.coords, "run_dir": probed.run_dir}
     )
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "status"), [(-11, batch_search.CRASHED_UNDER_CAP), (-9, "missing"), (1, "missing")]
+)
+def test_a_probe_that_crashed_under_the_cap_counts_as_too_large(tmp_path, exit_code, status):
+    """A stand-in launcher leaves only launch.json, as when its rank died: a crash by a signal
+    under the cap is a batch too large; SIGKILL (a scheduler's) or an exit code is not."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, pathlib, sys\n"
+        "run = pathlib.Path(sys.argv[sys.argv.index('--run-dir') + 1]); run.mkdir(parents=True)\n"
+        f"(run / 'launch.json').write_text(json.dumps({{'rank_exit_codes': [{exit_code}]}}))\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert batch_search.launcher_probe(str(fake), str(tmp_path), probe_request())(24) == status
+    best, history = batch_search.search(lambda b: "ok" if b <= 5 else batch_search.CRASHED_UNDER_CAP)
+    assert best == 5 and {p["status"] for p in history} == {"ok", batch_search.CRASHED_UNDER_CAP}

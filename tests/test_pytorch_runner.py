@@ -128,12 +128,25 @@ def test_existing_raw_logs_are_never_overwritten(tmp_path):
 
 @needs_env
 def test_memory_cap_makes_a_real_cpu_oom(tmp_path):
-    result = launch(tmp_path / "run", "--memory-cap-mb", "600", batch=64, steps=(1, 1))
+    # Batch 256 runs out in the forward pass at any cap from 450 to 1000 MB here; batch 64 at
+    # 560-620 MB reached the backward, where oneDNN's convolution may crash (SIGSEGV) instead.
+    result = launch(tmp_path / "run", "--memory-cap-mb", "600", batch=256, steps=(1, 1))
     assert result.returncode == 0, result.stderr[-3000:]
     log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
     assert log.valid and log.status == "oom", log.footer
     # The allocator's message, or oneDNN's for a refused scratchpad (the runner's is_oom says why).
     assert "allocate" in log.footer["error"] or "could not create a primitive" in log.footer["error"]
+
+
+@needs_env
+def test_a_build_that_runs_out_under_the_cap_still_leaves_its_log(tmp_path):
+    # The header's library versions load cuDNN: read under the cap, the refused mapping ended
+    # the process with no step log at all.
+    result = launch(tmp_path / "run", "--memory-cap-mb", "50", steps=(1, 1))
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = read_steplog(tmp_path / "run/rank0.steps.jsonl")
+    assert log.valid and log.status == "oom" and log.footer["steps_completed"] == 0, log.footer
+    assert "can't allocate memory" in log.footer["error"]
 
 
 @pytest.mark.slow

@@ -57,7 +57,7 @@ def write_launch_record(
     if refused:
         record["verdict"] = {"status": "failed", "reason": refused}
     elif not slurm_verdict and (died := rank_deaths(exit_codes)):
-        record["verdict"] = {"status": "killed", "reason": died}
+        record["verdict"] = {"status": "killed", "reason": died + capped_crash(request.memory_cap_mb, exit_codes)}
     _write_record(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
 
 
@@ -79,6 +79,15 @@ def rank_deaths(exit_codes: list) -> str:
         return ""
     stopped = [str(rank) for rank, code in enumerate(exit_codes) if code is None]
     return "; ".join(died + ([f"the launcher stopped rank {', '.join(stopped)}"] if stopped else []))
+
+
+def capped_crash(memory_cap_mb: int, exit_codes: list) -> str:
+    """Why a rank under the address-space cap may die by a signal rather than raise: native
+    code that does not check a refused allocation (oneDNN's convolution backward, seen here)."""
+    crashed = any(code is not None and code < 0 and code != -signal.SIGKILL for code in exit_codes)
+    if not (memory_cap_mb and crashed):
+        return ""
+    return f" (under the {memory_cap_mb} MB address-space cap: most likely an allocation refused in native code)"
 
 
 def set_aside_earlier_attempt(run_dir: Path) -> Path | None:

@@ -8,6 +8,7 @@ out-of-memory probe cannot poison the next one. Stdlib only.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -16,9 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlbench.coords import SINGLE_DEVICE, RunCoords
+from dlbench.launch.record import RECORD_NAME, capped_crash
 from dlbench.launch.request import LaunchRequest
 from dlbench.protocol import RunProtocol
 from dlbench.steplog import rank_log_name, read_steplog
+
+# A probe whose rank died by a signal under the address-space cap: near the edge a CPU run's
+# native code may crash on a refused allocation instead of raising (launch/record.capped_crash).
+CRASHED_UNDER_CAP = "crashed under the memory cap"
 
 
 class SearchError(RuntimeError):
@@ -28,14 +34,15 @@ class SearchError(RuntimeError):
 def search(probe: Callable[[int], str], limit: int = 4096) -> tuple[int, list[dict]]:
     """Largest batch b <= limit with probe(b) == "ok", assuming monotonic memory use.
 
-    probe returns a footer status; "oom" means too large, anything else but "ok" is an error.
+    probe returns a footer status; "oom" (or CRASHED_UNDER_CAP) means too large, anything else
+    but "ok" is an error.
     """
     history: list[dict] = []
 
     def ok(batch: int) -> bool:
         status = probe(batch)
         history.append({"batch": batch, "status": status})
-        if status not in ("ok", "oom"):
+        if status not in ("ok", "oom", CRASHED_UNDER_CAP):
             raise SearchError(f"probe at batch {batch} ended with status {status!r}, not ok/oom")
         return status == "ok"
 
@@ -103,10 +110,21 @@ def launcher_probe(python: str, repo: str, request: LaunchRequest) -> Callable[[
                 capture_output=True,
                 timeout=1800,
             )
-            log = run_dir / rank_log_name(0)
-            return read_steplog(log).status if log.exists() else "missing"
+            return _probe_status(run_dir, launch.memory_cap_mb)
 
     return probe
+
+
+def _probe_status(run_dir: Path, memory_cap_mb: int) -> str:
+    """The probe's footer status; CRASHED_UNDER_CAP where a capped rank died by a signal."""
+    log = run_dir / rank_log_name(0)
+    status = read_steplog(log).status if log.exists() else "missing"
+    record = run_dir / RECORD_NAME
+    if status in ("killed", "missing") and memory_cap_mb and record.exists():
+        codes = json.loads(record.read_text()).get("rank_exit_codes") or []
+        if capped_crash(memory_cap_mb, codes):
+            return CRASHED_UNDER_CAP
+    return status
 
 
 def _passed_on() -> dict:

@@ -116,9 +116,16 @@ def _check_float8(spec, torch, device) -> None:
 
 class Runner(BaseRunner):
     def import_framework(self) -> None:
-        import torch  # noqa: F401
+        import torch
 
         WORKLOADS(self.spec.coords.model).import_framework()
+        # Read before the worker's address-space cap: cuDNN's version loads the library, and a
+        # refused mapping there ends the process (no exception, so no step log) instead of raising.
+        self.libraries = {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        }
         if self.spec.coords.precision == "fp8":
             try:
                 import torchao.float8  # noqa: F401
@@ -290,9 +297,7 @@ class Runner(BaseRunner):
         # AMP's dtype (fp16 + GradScaler on CUDA, bf16 on the CPU), named as JAX's header does.
         compute_dtype = getattr(self, "compute_dtype", None) or torch.float32
         info = {
-            "version": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            **self.libraries,
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
