@@ -312,3 +312,11 @@ def test_a_wrong_digest_in_the_lock_stops_the_run_before_any_training(workdir, t
     assert str(image) in out and sha256(image) in out and pinned in out
     assert not list((workdir / "results").rglob("launch.json"))
     assert set(calls.read_text().split("\n")) <= {"--version", ""}
+
+
+def test_a_recipe_without_the_allocators_fails_the_check(tmp_path):
+    path = _edited_recipe(tmp_path, "mxnet", lambda t: t.replace(" libtcmalloc-minimal4", ""))
+    problems = containers.check_recipe(containers.pin_for("mxnet", LOCK), recipe=path)
+    assert problems == [
+        f"mxnet ({path}): %post must install libtcmalloc-minimal4 (the allocators run.allocator preloads)"
+    ]

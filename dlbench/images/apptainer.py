@@ -27,6 +27,7 @@ from pathlib import Path
 import tomllib
 
 from dlbench import __version__
+from dlbench.launch import allocator
 from dlbench.provenance import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +133,7 @@ class Recipe:
     from_ref: str
     labels: dict[str, str]
     files: list[tuple[str, str]]
+    post: list[str]
 
 
 def parse_recipe(path: str | os.PathLike) -> Recipe:
@@ -158,7 +160,9 @@ def parse_recipe(path: str | os.PathLike) -> Recipe:
     for line in layer.files:
         parts = line.split()
         files.append((parts[0], parts[-1]))
-    return Recipe(path=path, from_ref=(layer.fromHeader or "").strip(), labels=labels, files=files)
+    return Recipe(
+        path=path, from_ref=(layer.fromHeader or "").strip(), labels=labels, files=files, post=list(layer.install)
+    )
 
 
 def _spython_pitfalls(lines: list[str]) -> list[str]:
@@ -219,6 +223,10 @@ def check_recipe(pin: ImagePin, repo: Path = REPO_ROOT, recipe: str | os.PathLik
         problems.append(f"{name}: %files must copy {lock_rel} into the image")
     if "BUILD_INFO.json" not in sources:
         problems.append(f"{name}: %files must copy BUILD_INFO.json into the image")
+    post = "\n".join(parsed.post)
+    absent = [package for package in allocator.DEBIAN_PACKAGES if package not in post]
+    if absent:
+        problems.append(f"{name}: %post must install {', '.join(absent)} (the allocators run.allocator preloads)")
     return problems
 
 

@@ -21,6 +21,8 @@ LIBRARIES = {
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4"),
 }
 NAMES = tuple(LIBRARIES)
+# The Debian and Ubuntu packages that hold them (the podman base and every Apptainer recipe install both).
+DEBIAN_PACKAGES = ("libjemalloc2", "libtcmalloc-minimal4")
 # How a mapped library is recognised (a site may preload one the rank was not asked for).
 RECOGNISED = {"jemalloc": "libjemalloc", "tcmalloc": "libtcmalloc", "mimalloc": "libmimalloc"}
 # How many of the allocator's libraries this rank's re-executions have tried already.
@@ -75,5 +77,5 @@ def check(asked: str) -> dict:
     raise AllocatorNotLoaded(
         f"run.allocator {asked}: the dynamic loader found none of {', '.join(LIBRARIES[asked])} "
         f"in this environment (running with {loaded['name']}); install it on the host or in the "
-        "image (Debian: libjemalloc2, libtcmalloc-minimal4) or set run.allocator: system"
+        f"image (Debian: {', '.join(DEBIAN_PACKAGES)}) or set run.allocator: system"
     )
