@@ -114,18 +114,24 @@ def _check_float8(spec, torch, device) -> None:
         raise ValueError(reason)
 
 
+def _library_versions(torch) -> dict:
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+
+
 class Runner(BaseRunner):
+    libraries: dict | None = None  # import_framework's _library_versions
+
     def import_framework(self) -> None:
         import torch
 
         WORKLOADS(self.spec.coords.model).import_framework()
         # Read before the worker's address-space cap: cuDNN's version loads the library, and a
         # refused mapping there ends the process (no exception, so no step log) instead of raising.
-        self.libraries = {
-            "version": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        }
+        self.libraries = _library_versions(torch)
         if self.spec.coords.precision == "fp8":
             try:
                 import torchao.float8  # noqa: F401
@@ -297,7 +303,7 @@ class Runner(BaseRunner):
         # AMP's dtype (fp16 + GradScaler on CUDA, bf16 on the CPU), named as JAX's header does.
         compute_dtype = getattr(self, "compute_dtype", None) or torch.float32
         info = {
-            **self.libraries,
+            **(self.libraries or _library_versions(torch)),  # read here when built without import_framework
             "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu",
             "threads": torch.get_num_threads(),
             "trainable_params": self.params,
