@@ -41,13 +41,11 @@ QUICK_COUNTS = {
     ("vgg16", 64): 43_985_704,
     ("alexnet", 64): 24_400_680,
 }
+# Built by the runner at a size test_model_equivalence.py's 224 px does not reach; the counts
+# at 224 px (ResNet-152 60,252,648, VGG-16 138,357,544, AlexNet 61,100,840, InceptionV3
+# 23,834,568, BERT-base 110,106,428) are that test's, from the same models module.
 SLOW_COUNTS = {
-    ("resnet152", 32): 60_252_648,
-    ("vgg16", 224): 138_357_544,
-    ("alexnet", 224): 61_100_840,
-    ("inception_v3", 299): 23_834_568,
     ("inception_v3", 75): 23_834_568,  # Gluon's fixed 8x8 final pool would fail below 299 px
-    ("bert_base", 128): 110_106_428,
 }
 
 BUILD_SCRIPT = textwrap.dedent(
