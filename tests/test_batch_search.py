@@ -76,3 +76,16 @@ def test_a_probe_that_crashed_under_the_cap_counts_as_too_large(tmp_path, exit_c
     assert batch_search.launcher_probe(str(fake), str(tmp_path), probe_request())(24) == status
     best, history = batch_search.search(lambda b: "ok" if b <= 5 else batch_search.CRASHED_UNDER_CAP)
     assert best == 5 and {p["status"] for p in history} == {"ok", batch_search.CRASHED_UNDER_CAP}
+
+
+def test_a_rank_that_crashed_under_the_cap_is_killed_with_the_cap_named(tmp_path):
+    from dataclasses import replace
+
+    from dlbench.launch.record import write_launch_record
+
+    for codes, cap, said in (([-11], 560, True), ([-9], 560, False), ([-11], 0, False)):
+        request = replace(probe_request(), run_dir=str(tmp_path), memory_cap_mb=cap)
+        write_launch_record(request, codes, 0.0)
+        reason = json.loads((tmp_path / "launch.json").read_text())["verdict"]["reason"]
+        assert reason.startswith("rank 0 ended by SIG")
+        assert ("under the 560 MB address-space cap" in reason) is said, reason
