@@ -295,7 +295,18 @@ def parse_args(argv=None):
     arms_help = "window must be one; xla-attention (JAX) builds a second runner with XLA's attention"
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(DEFAULT_ARMS), help=arms_help)
     p.add_argument("--json", default=None, help="also write the results here")
+    layers_help = "the model's blocks (0: its shape's); fewer make a quick check of this script's paths, never a figure"
+    p.add_argument("--layers", type=int, default=0, help=layers_help)
     return p.parse_args(argv)
+
+
+def override_layers(model: str, layers: int) -> None:
+    """The runner, the reference and the FLOPs all read the model's shape from dlbench.llm."""
+    import dataclasses
+
+    from dlbench import llm
+
+    llm.SHAPES[model] = dataclasses.replace(llm.shape(model), layers=layers)
 
 
 def main(argv=None) -> int:
@@ -308,6 +319,8 @@ def main(argv=None) -> int:
         sys.exit("llm_gpu_check: the xla-attention arm is JAX's")
     if "amp" in args.arms and args.precision == "amp":
         sys.exit("llm_gpu_check: the amp arm is beside a runner of another precision (--precision fp8)")
+    if args.layers:
+        override_layers(args.model, args.layers)
     print(summary(check(args)), flush=True)
     return 0
 
