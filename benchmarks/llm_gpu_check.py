@@ -4,7 +4,7 @@ the same GPU, in one process, rounds alternating (docs/gpu.md, "The LLM line"):
     python benchmarks/llm_gpu_check.py --framework pytorch [--model llama3_1b --batch 4 --seq-len 2048]
     python benchmarks/llm_gpu_check.py --framework jax     # needs transformers 4.57 (.whl-flax)
     python benchmarks/llm_gpu_check.py --framework jax --device cpu --model llama_small \
-        --batch 2 --seq-len 64 --warmup 1 --steps 2 --rounds 2                  # smoke test
+        --batch 2 --seq-len 64 --warmup 1 --steps 2 --rounds 2 --layers 1       # smoke test
     python benchmarks/llm_gpu_check.py --precision fp8 --arms window amp --compile   # float8 vs bf16
     python benchmarks/llm_gpu_check.py --precision fp8 --arms window amp --fp8-emulation \
         --device cpu --model llama_small --batch 2 --seq-len 64 --warmup 1 --steps 2 --rounds 2
