@@ -57,7 +57,10 @@ def write_launch_record(
     if refused:
         record["verdict"] = {"status": "failed", "reason": refused}
     elif not slurm_verdict and (died := rank_deaths(exit_codes)):
-        record["verdict"] = {"status": "killed", "reason": died + capped_crash(request.memory_cap_mb, exit_codes)}
+        if crashed_under_cap(request.memory_cap_mb, exit_codes):
+            cap = request.memory_cap_mb
+            died += f" (under the {cap} MB address-space cap: most likely an allocation refused in native code)"
+        record["verdict"] = {"status": "killed", "reason": died}
     _write_record(run_dir / RECORD_NAME, json.dumps(record, indent=1) + "\n")
 
 
@@ -81,13 +84,11 @@ def rank_deaths(exit_codes: list) -> str:
     return "; ".join(died + ([f"the launcher stopped rank {', '.join(stopped)}"] if stopped else []))
 
 
-def capped_crash(memory_cap_mb: int, exit_codes: list) -> str:
-    """Why a rank under the address-space cap may die by a signal rather than raise: native
-    code that does not check a refused allocation (oneDNN's convolution backward, seen here)."""
-    crashed = any(code is not None and code < 0 and code != -signal.SIGKILL for code in exit_codes)
-    if not (memory_cap_mb and crashed):
-        return ""
-    return f" (under the {memory_cap_mb} MB address-space cap: most likely an allocation refused in native code)"
+def crashed_under_cap(memory_cap_mb: int, exit_codes: list) -> bool:
+    """A rank under the address-space cap ended by a signal (not a scheduler's SIGKILL): native
+    code that does not check a refused allocation crashes instead of raising (oneDNN's
+    convolution backward, seen here)."""
+    return bool(memory_cap_mb) and any(code is not None and code < 0 and code != -signal.SIGKILL for code in exit_codes)
 
 
 def set_aside_earlier_attempt(run_dir: Path) -> Path | None:

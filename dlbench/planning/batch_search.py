@@ -17,13 +17,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from dlbench.coords import SINGLE_DEVICE, RunCoords
-from dlbench.launch.record import RECORD_NAME, capped_crash
+from dlbench.launch.record import RECORD_NAME, crashed_under_cap
 from dlbench.launch.request import LaunchRequest
 from dlbench.protocol import RunProtocol
 from dlbench.steplog import rank_log_name, read_steplog
 
 # A probe whose rank died by a signal under the address-space cap: near the edge a CPU run's
-# native code may crash on a refused allocation instead of raising (launch/record.capped_crash).
+# native code may crash on a refused allocation instead of raising (launch/record.crashed_under_cap).
 CRASHED_UNDER_CAP = "crashed under the memory cap"
 
 
@@ -122,8 +122,7 @@ def _probe_status(run_dir: Path, memory_cap_mb: int) -> str:
     record = run_dir / RECORD_NAME
     if status in ("killed", "missing") and memory_cap_mb and record.exists():
         codes = json.loads(record.read_text()).get("rank_exit_codes") or []
-        if capped_crash(memory_cap_mb, codes):
-            return CRASHED_UNDER_CAP
+        return CRASHED_UNDER_CAP if crashed_under_cap(memory_cap_mb, codes) else status
     return status
 
 
